@@ -1,0 +1,360 @@
+// Package storetest is the conformance suite every xaalis.Store passes:
+// internal/sqlite and internal/postgres both run it.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// Opener returns a fresh, empty, migrated store for one test.
+type Opener func(t *testing.T) xaalis.Store
+
+// Run runs the whole suite against stores made by open.
+func Run(t *testing.T, open Opener) {
+	t.Run("Merchant", func(t *testing.T) { t.Parallel(); testMerchant(t, open(t)) })
+	t.Run("Key", func(t *testing.T) { t.Parallel(); testKey(t, open(t)) })
+	t.Run("Pepper", func(t *testing.T) { t.Parallel(); testPepper(t, open(t)) })
+	t.Run("UpdateRollsBack", func(t *testing.T) { t.Parallel(); testRollback(t, open(t)) })
+	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testIdempotency(t, open(t)) })
+	t.Run("IdempotencyConcurrent", func(t *testing.T) { t.Parallel(); testIdempotencyConcurrent(t, open(t)) })
+	t.Run("IdempotencyQuota", func(t *testing.T) { t.Parallel(); testQuota(t, open(t)) })
+	t.Run("Plan", func(t *testing.T) { t.Parallel(); testPlan(t, open(t)) })
+}
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// NewMerchant inserts an active merchant and returns it.
+func NewMerchant(t testing.TB, s xaalis.Store) *xaalis.Merchant {
+	t.Helper()
+	m := &xaalis.Merchant{
+		ID: xaalis.NewUUIDv7(), Name: "Boutique Dakar", Country: "SN", SettlementCurrency: xaalis.XOF,
+		Status: xaalis.MerchantActive, KYC: xaalis.KYCPending, PayoutsEnabled: true, CreatedAt: t0, UpdatedAt: t0,
+	}
+	if err := s.Update(context.Background(), func(tx xaalis.Tx) error { return tx.CreateMerchant(context.Background(), m) }); err != nil {
+		t.Fatalf("create merchant: %v", err)
+	}
+	return m
+}
+
+func testMerchant(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	got, err := s.Merchant(ctx, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != m.Name || got.Status != xaalis.MerchantActive || !got.CreatedAt.Equal(t0) || !got.PayoutsEnabled {
+		t.Fatalf("merchant = %+v", got)
+	}
+	if _, err := s.Merchant(ctx, "nope"); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("missing merchant: err = %v, want not_found", err)
+	}
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		m, err := tx.MerchantForUpdate(ctx, m.ID)
+		if err != nil {
+			return err
+		}
+		st, kyc := xaalis.MerchantSuspended, xaalis.KYCApproved
+		ips := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+		xaalis.MerchantUpdate{Status: &st, KYC: &kyc, AllowedProviders: &[]string{"channel_a", "channel_b"}, AllowIPs: &ips}.Apply(m)
+		m.UpdatedAt = t0.Add(time.Hour)
+		return tx.UpdateMerchant(ctx, m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Merchant(ctx, m.ID)
+	if got.Status != xaalis.MerchantSuspended || got.KYC != xaalis.KYCApproved || len(got.AllowedProviders) != 2 ||
+		len(got.AllowIPs) != 2 || got.AllowIPs[1].String() != "2001:db8::/32" || !got.UpdatedAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("updated merchant = %+v", got)
+	}
+	err = s.Update(ctx, func(tx xaalis.Tx) error { return tx.UpdateMerchant(ctx, &xaalis.Merchant{ID: "nope"}) })
+	if !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("update missing merchant: err = %v", err)
+	}
+}
+
+func testKey(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	exp := t0.Add(48 * time.Hour)
+	k, secret := xaalis.NewKey(xaalis.NewUUIDv7(), m.ID, xaalis.KeySecret, xaalis.ModeLive,
+		[]xaalis.Scope{xaalis.ScopePayout}, []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, &exp, []byte("pepper"), t0)
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CreateKey(ctx, k) }); err != nil {
+		t.Fatal(err)
+	}
+	gk, gm, err := s.KeyByHash(ctx, xaalis.HashKey([]byte("pepper"), secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gm.ID != m.ID || gk.ID != k.ID || gk.Mode != xaalis.ModeLive || gk.Type != xaalis.KeySecret ||
+		len(gk.Scopes) != 1 || gk.Scopes[0] != xaalis.ScopePayout || gk.ExpiresAt == nil || !gk.ExpiresAt.Equal(exp) ||
+		gk.RevokedAt != nil || len(gk.AllowIPs) != 1 || gk.Prefix != secret[:12] {
+		t.Fatalf("key = %+v", gk)
+	}
+	if _, _, err := s.KeyByHash(ctx, xaalis.HashKey([]byte("other pepper"), secret)); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("wrong hash: err = %v", err)
+	}
+	dup := *k
+	dup.ID = xaalis.NewUUIDv7()
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CreateKey(ctx, &dup) }); err == nil {
+		t.Fatal("a second key with the same hash was stored")
+	}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.RevokeKey(ctx, k.ID, t0.Add(time.Hour)) }); err != nil {
+		t.Fatal(err)
+	}
+	gk, err = s.Key(ctx, k.ID)
+	if err != nil || gk.RevokedAt == nil || !gk.RevokedAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("revoked key = %+v, %v", gk, err)
+	}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.RevokeKey(ctx, "nope", t0) }); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("revoke missing: %v", err)
+	}
+}
+
+func testPepper(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	peppers := make([][]byte, 8)
+	for i := range peppers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := s.Pepper(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			peppers[i] = p
+		}()
+	}
+	wg.Wait()
+	for _, p := range peppers {
+		if len(p) != 32 || string(p) != string(peppers[0]) {
+			t.Fatalf("peppers differ or are short: %x vs %x", p, peppers[0])
+		}
+	}
+}
+
+func testRollback(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := &xaalis.Merchant{ID: xaalis.NewUUIDv7(), Name: "x", Country: "SN", SettlementCurrency: xaalis.XOF,
+		Status: xaalis.MerchantActive, KYC: xaalis.KYCPending, CreatedAt: t0, UpdatedAt: t0}
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.CreateMerchant(ctx, m); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := s.Merchant(ctx, m.ID); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("rolled-back merchant is there: %v", err)
+	}
+}
+
+func claim(s xaalis.IdempotencyScope, fp string, token string, now time.Time) xaalis.Claim {
+	return xaalis.Claim{Scope: s, Fingerprint: []byte(fp), Token: token, Now: now, Lease: time.Minute}
+}
+
+func testIdempotency(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	sc := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: "k1"}
+	want := func(c xaalis.Claim, o xaalis.ClaimOutcome) xaalis.ClaimResult {
+		t.Helper()
+		r, err := s.ClaimIdempotency(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != o {
+			t.Fatalf("claim %q at %v: outcome %d, want %d", c.Token, c.Now, r.Outcome, o)
+		}
+		return r
+	}
+	want(claim(sc, "fp", "a", t0), xaalis.ClaimAcquired)
+	want(claim(sc, "fp", "b", t0.Add(time.Second)), xaalis.ClaimInFlight)
+	want(claim(sc, "other", "b", t0.Add(time.Second)), xaalis.ClaimConflict)
+	// The other mode and another merchant are separate key spaces.
+	want(claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeLive, Key: "k1"}, "fp", "c", t0), xaalis.ClaimAcquired)
+	m2 := NewMerchant(t, s)
+	want(claim(xaalis.IdempotencyScope{MerchantID: m2.ID, Mode: xaalis.ModeTest, Key: "k1"}, "fp", "d", t0), xaalis.ClaimAcquired)
+
+	resp := xaalis.StoredResponse{Status: 201, ContentType: "application/json", Location: "/v1/x", Body: []byte(`{"a":1}` + "\n")}
+	if err := s.CompleteIdempotency(ctx, sc, "wrong-token", resp); !errors.Is(err, xaalis.ErrClaimLost) {
+		t.Fatalf("complete with another token: %v", err)
+	}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CompleteIdempotency(ctx, sc, "a", resp) }); err != nil {
+		t.Fatal(err)
+	}
+	r := want(claim(sc, "fp", "e", t0.Add(2*time.Second)), xaalis.ClaimReplay)
+	if r.Response.Status != 201 || string(r.Response.Body) != string(resp.Body) || r.Response.ContentType != resp.ContentType || r.Response.Location != "/v1/x" {
+		t.Fatalf("replayed %+v", r.Response)
+	}
+	want(claim(sc, "other", "e", t0.Add(2*time.Second)), xaalis.ClaimConflict)
+	// Completing twice fails: the claim is done.
+	if err := s.CompleteIdempotency(ctx, sc, "a", resp); !errors.Is(err, xaalis.ErrClaimLost) {
+		t.Fatalf("second completion: %v", err)
+	}
+	// 24 hours after first use the key is new again.
+	want(claim(sc, "other", "f", t0.Add(xaalis.IdempotencyTTL)), xaalis.ClaimAcquired)
+
+	// A holder that died: its lease runs out and a retry takes over; the
+	// dead holder can then no longer complete.
+	sc2 := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: "k2"}
+	want(claim(sc2, "fp", "g", t0), xaalis.ClaimAcquired)
+	want(claim(sc2, "fp", "h", t0.Add(59*time.Second)), xaalis.ClaimInFlight)
+	want(claim(sc2, "fp", "h", t0.Add(time.Minute)), xaalis.ClaimAcquired)
+	err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CompleteIdempotency(ctx, sc2, "g", resp) })
+	if !errors.Is(err, xaalis.ErrClaimLost) {
+		t.Fatalf("dead holder completed: %v", err)
+	}
+	// Release forgets the claim (a 5xx): the retry runs.
+	if err := s.ReleaseIdempotency(ctx, sc2, "h"); err != nil {
+		t.Fatal(err)
+	}
+	want(claim(sc2, "fp2", "i", t0.Add(time.Minute)), xaalis.ClaimAcquired)
+	// Releasing with the wrong token does nothing.
+	if err := s.ReleaseIdempotency(ctx, sc2, "h"); err != nil {
+		t.Fatal(err)
+	}
+	want(claim(sc2, "fp2", "j", t0.Add(time.Minute)), xaalis.ClaimInFlight)
+
+	n, err := s.PurgeIdempotency(ctx, t0.Add(xaalis.IdempotencyTTL+2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Expired: the live k1, m2's k1 and k2 (re-claimed at t0+1m). The test
+	// k1, claimed anew at t0+24h, lives until t0+48h.
+	if n != 3 {
+		t.Fatalf("purged %d keys, want 3", n)
+	}
+	want(claim(sc, "other", "k", t0.Add(xaalis.IdempotencyTTL+3*time.Minute)), xaalis.ClaimInFlight)
+}
+
+func testIdempotencyConcurrent(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	sc := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: "race"}
+	var acquired, inflight atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.ClaimIdempotency(ctx, claim(sc, "fp", fmt.Sprint(i), t0))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			switch r.Outcome {
+			case xaalis.ClaimAcquired:
+				acquired.Add(1)
+			case xaalis.ClaimInFlight:
+				inflight.Add(1)
+			default:
+				t.Errorf("outcome %d", r.Outcome)
+			}
+		}()
+	}
+	wg.Wait()
+	if acquired.Load() != 1 || inflight.Load() != 15 {
+		t.Fatalf("acquired %d, in flight %d; want 1 and 15", acquired.Load(), inflight.Load())
+	}
+}
+
+func testQuota(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	now := t0.Add(10 * time.Minute)
+	c := func(key string, at time.Time) xaalis.ClaimResult {
+		t.Helper()
+		cl := claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: key}, "fp", key, at)
+		cl.QuotaLimit, cl.QuotaWindow = 3, time.Hour
+		r, err := s.ClaimIdempotency(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for i := range 3 {
+		if r := c(fmt.Sprint(i), now); r.Outcome != xaalis.ClaimAcquired {
+			t.Fatalf("key %d: outcome %d", i, r.Outcome)
+		}
+	}
+	r := c("3", now)
+	if r.Outcome != xaalis.ClaimQuotaExceeded || r.RetryAfter != 50*time.Minute {
+		t.Fatalf("4th key: %+v, want quota exceeded with 50m retry", r)
+	}
+	// Refused keys are not counted, and seen keys are not new keys.
+	if r := c("3", now); r.Outcome != xaalis.ClaimQuotaExceeded {
+		t.Fatalf("retry of refused key: %+v", r)
+	}
+	if r := c("0", now); r.Outcome != xaalis.ClaimInFlight {
+		t.Fatalf("seen key: %+v", r)
+	}
+	if r := c("3", t0.Add(time.Hour)); r.Outcome != xaalis.ClaimAcquired {
+		t.Fatalf("next window: %+v", r)
+	}
+}
+
+func testPlan(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	var ids []string
+	for i := range 5 {
+		mode := xaalis.ModeTest
+		if i == 4 {
+			mode = xaalis.ModeLive
+		}
+		p := &xaalis.Plan{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: mode, Name: fmt.Sprint("plan ", i),
+			Amount: xaalis.Units(5000, xaalis.XOF), Interval: xaalis.IntervalMonth, IntervalCount: 1, Active: true,
+			Metadata: map[string]string{"tier": "gold"}, CreatedAt: t0.Add(time.Duration(i) * time.Second), UpdatedAt: t0}
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CreatePlan(ctx, p) }); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.ID)
+	}
+	got, err := s.Plan(ctx, m.ID, ids[0])
+	if err != nil || got.Amount.Minor != 500000 || got.Metadata["tier"] != "gold" || got.Interval != xaalis.IntervalMonth {
+		t.Fatalf("plan = %+v, %v", got, err)
+	}
+	other := NewMerchant(t, s)
+	if _, err := s.Plan(ctx, other.ID, ids[0]); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("another merchant's plan: %v", err)
+	}
+	page, total, err := s.Plans(ctx, m.ID, xaalis.ModeTest, xaalis.PageRequest{Page: 1, PerPage: 3})
+	if err != nil || total != 4 || len(page) != 3 || page[0].ID != ids[3] || page[2].ID != ids[1] {
+		t.Fatalf("page 1: total %d, %d plans, err %v", total, len(page), err)
+	}
+	page, _, _ = s.Plans(ctx, m.ID, xaalis.ModeTest, xaalis.PageRequest{Page: 2, PerPage: 3})
+	if len(page) != 1 || page[0].ID != ids[0] {
+		t.Fatalf("page 2: %d plans", len(page))
+	}
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		p, err := tx.PlanForUpdate(ctx, m.ID, ids[0])
+		if err != nil {
+			return err
+		}
+		p.Active = false
+		p.UpdatedAt = t0.Add(time.Hour)
+		return tx.UpdatePlan(ctx, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Plan(ctx, m.ID, ids[0])
+	if got.Active || !got.UpdatedAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("deactivated plan = %+v", got)
+	}
+}

@@ -1,0 +1,309 @@
+package xaalis
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Clock tells the time; tests drive it.
+type Clock func() time.Time
+
+// IDGen makes identifiers; tests may make them predictable.
+type IDGen func() string
+
+// NewUUIDv7 makes a time-ordered UUID, which keeps index inserts local.
+func NewUUIDv7() string { return uuid.Must(uuid.NewV7()).String() }
+
+// App holds the domain's commands and queries over a Store.
+type App struct {
+	Store Store
+	Now   Clock
+	NewID IDGen
+	// LiveOnly makes an installation without test mode: test keys answer
+	// test_key_in_production.
+	LiveOnly bool
+
+	pepperOnce sync.Once
+	pepper     []byte
+	pepperErr  error
+}
+
+// NewApp returns an App with the real clock and UUIDv7 identifiers.
+func NewApp(s Store) *App {
+	return &App{Store: s, Now: func() time.Time { return time.Now().UTC() }, NewID: NewUUIDv7}
+}
+
+func (a *App) now() time.Time { return a.Now().UTC().Truncate(time.Microsecond) }
+
+func (a *App) keyPepper(ctx context.Context) ([]byte, error) {
+	a.pepperOnce.Do(func() { a.pepper, a.pepperErr = a.Store.Pepper(ctx) })
+	if a.pepperErr != nil {
+		err := a.pepperErr
+		a.pepperOnce = sync.Once{} // a failed read is retried on the next call
+		return nil, fmt.Errorf("read pepper: %w", err)
+	}
+	return a.pepper, nil
+}
+
+// Principal is who a request acts as: a merchant through one key.
+type Principal struct {
+	Merchant *Merchant
+	Key      *Key
+}
+
+// Mode is the key's mode: it decides which objects the request reaches.
+func (p *Principal) Mode() Mode { return p.Key.Mode }
+
+// Authenticate checks a presented key from a client address. It returns
+// test_key_in_production, invalid_api_key (unknown, revoked, expired) or
+// ip_not_allowed (outside the key's or the merchant's allowlist).
+func (a *App) Authenticate(ctx context.Context, secret string, ip netip.Addr) (*Principal, error) {
+	_, mode, ok := ParseKeyPrefix(secret)
+	if !ok {
+		return nil, E(EInvalidAPIKey)
+	}
+	if a.LiveOnly && mode == ModeTest {
+		return nil, E(ETestKeyInProduction)
+	}
+	pepper, err := a.keyPepper(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hash := HashKey(pepper, secret)
+	k, m, err := a.Store.KeyByHash(ctx, hash)
+	if errors.Is(err, ErrNotFound) {
+		return nil, E(EInvalidAPIKey)
+	} else if err != nil {
+		return nil, fmt.Errorf("find key: %w", err)
+	}
+	// The index lookup found the row by hash; the constant-time compare
+	// keeps the final decision free of timing differences.
+	if subtle.ConstantTimeCompare(k.Hash, hash) != 1 || !k.Usable(a.now()) {
+		return nil, E(EInvalidAPIKey)
+	}
+	if !IPAllowed(k.AllowIPs, ip) || !IPAllowed(m.AllowIPs, ip) {
+		return nil, E(EIPNotAllowed)
+	}
+	return &Principal{Merchant: m, Key: k}, nil
+}
+
+// MerchantCreate is what `xaalis merchant create` asks for.
+type MerchantCreate struct {
+	Name               string
+	Country            Country
+	SettlementCurrency Currency
+	Status             MerchantStatus
+	KYC                KYCStatus
+}
+
+// MerchantKeys are the four keys a new merchant gets, shown once.
+type MerchantKeys struct {
+	SecretTest      string `json:"secret_test"`
+	PublishableTest string `json:"publishable_test"`
+	SecretLive      string `json:"secret_live"`
+	PublishableLive string `json:"publishable_live"`
+}
+
+// CreateMerchant creates a merchant and its four keys in one transaction.
+// It returns validation_error for a bad name, country or currency.
+func (a *App) CreateMerchant(ctx context.Context, in MerchantCreate) (*Merchant, MerchantKeys, error) {
+	v := ValidationErrors{}
+	in.Name = strings.TrimSpace(in.Name)
+	if in.Name == "" || len(in.Name) > 200 {
+		v.Add("name", "is required, at most 200 characters")
+	}
+	if in.Country == "" {
+		in.Country = "SN"
+	}
+	if !in.Country.Valid() {
+		v.Add("country", "must be one of SN, CI, ML, BF, TG, BJ, NE, GW")
+	}
+	if in.SettlementCurrency == "" {
+		in.SettlementCurrency = XOF
+	}
+	if !in.SettlementCurrency.Valid() {
+		v.Add("settlement_currency", "must be one of XOF, EUR, USD")
+	}
+	if in.Status == "" {
+		in.Status = MerchantActive
+	}
+	if !in.Status.Valid() {
+		v.Add("status", "must be active, suspended, pending or closed")
+	}
+	if in.KYC == "" {
+		in.KYC = KYCPending
+	}
+	if !in.KYC.Valid() {
+		v.Add("kyc", "must be pending, approved or rejected")
+	}
+	if err := v.Err(); err != nil {
+		return nil, MerchantKeys{}, err
+	}
+	pepper, err := a.keyPepper(ctx)
+	if err != nil {
+		return nil, MerchantKeys{}, err
+	}
+	now := a.now()
+	m := &Merchant{
+		ID: a.NewID(), Name: in.Name, Country: in.Country, SettlementCurrency: in.SettlementCurrency,
+		Status: in.Status, KYC: in.KYC, PayoutsEnabled: true, CreatedAt: now, UpdatedAt: now,
+	}
+	var out MerchantKeys
+	type kd struct {
+		t   KeyType
+		m   Mode
+		dst *string
+	}
+	kinds := []kd{
+		{KeySecret, ModeTest, &out.SecretTest}, {KeyPublishable, ModeTest, &out.PublishableTest},
+		{KeySecret, ModeLive, &out.SecretLive}, {KeyPublishable, ModeLive, &out.PublishableLive},
+	}
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		if err := tx.CreateMerchant(ctx, m); err != nil {
+			return fmt.Errorf("insert merchant: %w", err)
+		}
+		for _, k := range kinds {
+			key, secret := NewKey(a.NewID(), m.ID, k.t, k.m, AllScopes, nil, nil, pepper, now)
+			if err := tx.CreateKey(ctx, key); err != nil {
+				return fmt.Errorf("insert key: %w", err)
+			}
+			*k.dst = secret
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, MerchantKeys{}, err
+	}
+	return m, out, nil
+}
+
+// UpdateMerchant changes a merchant as an operator asks. It returns
+// not_found or validation_error.
+func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (*Merchant, error) {
+	v := ValidationErrors{}
+	if u.Status != nil && !u.Status.Valid() {
+		v.Add("status", "must be active, suspended, pending or closed")
+	}
+	if u.KYC != nil && !u.KYC.Valid() {
+		v.Add("kyc", "must be pending, approved or rejected")
+	}
+	if u.AllowedProviders != nil {
+		for _, p := range *u.AllowedProviders {
+			if !ValidProvider(p) {
+				v.Add("allowed_providers", fmt.Sprintf("%q is not a provider (channel_a, channel_b, channel_c)", p))
+			}
+		}
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	var out *Merchant
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		m, err := tx.MerchantForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		u.Apply(m)
+		m.UpdatedAt = a.now()
+		if err := tx.UpdateMerchant(ctx, m); err != nil {
+			return fmt.Errorf("update merchant: %w", err)
+		}
+		out = m
+		return nil
+	})
+	return out, err
+}
+
+// Providers are the three provider values of the specification.
+var Providers = []string{"channel_a", "channel_b", "channel_c"}
+
+// ValidProvider reports whether p is one of Providers.
+func ValidProvider(p string) bool {
+	for _, k := range Providers {
+		if k == p {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyCreate is what `xaalis key create` asks for.
+type KeyCreate struct {
+	MerchantID string
+	Mode       Mode
+	Type       KeyType
+	Scopes     []Scope // nil: all scopes
+	AllowIPs   []netip.Prefix
+	ExpiresAt  *time.Time
+}
+
+// CreateKey issues a key and returns it with its secret, shown once. It
+// returns not_found for an unknown merchant and validation_error.
+func (a *App) CreateKey(ctx context.Context, in KeyCreate) (*Key, string, error) {
+	v := ValidationErrors{}
+	if !in.Mode.Valid() {
+		v.Add("mode", "must be test or live")
+	}
+	if !in.Type.Valid() {
+		v.Add("type", "must be secret or publishable")
+	}
+	for _, s := range in.Scopes {
+		if !s.Valid() {
+			v.Add("scopes", fmt.Sprintf("%q is not a scope", s))
+		}
+	}
+	if in.Scopes == nil {
+		in.Scopes = AllScopes
+	}
+	now := a.now()
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
+		v.Add("expires_at", "must be in the future")
+	}
+	if err := v.Err(); err != nil {
+		return nil, "", err
+	}
+	pepper, err := a.keyPepper(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	key, secret := NewKey(a.NewID(), in.MerchantID, in.Type, in.Mode, in.Scopes, in.AllowIPs, in.ExpiresAt, pepper, now)
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		if _, err := tx.MerchantForUpdate(ctx, in.MerchantID); err != nil {
+			return err
+		}
+		return tx.CreateKey(ctx, key)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return key, secret, nil
+}
+
+// RevokeKey revokes a key at once. It returns not_found.
+func (a *App) RevokeKey(ctx context.Context, id string) (*Key, error) {
+	var out *Key
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		k, err := tx.KeyForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if k.RevokedAt == nil {
+			now := a.now()
+			k.RevokedAt = &now
+			if err := tx.RevokeKey(ctx, id, now); err != nil {
+				return fmt.Errorf("revoke key: %w", err)
+			}
+		}
+		out = k
+		return nil
+	})
+	return out, err
+}

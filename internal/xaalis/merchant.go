@@ -1,0 +1,146 @@
+package xaalis
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// MerchantStatus is the account status. Only active merchants move money.
+type MerchantStatus string
+
+// Merchant statuses of the specification.
+const (
+	MerchantActive    MerchantStatus = "active"
+	MerchantSuspended MerchantStatus = "suspended"
+	MerchantPending   MerchantStatus = "pending"
+	MerchantClosed    MerchantStatus = "closed"
+)
+
+// Valid reports whether s is one of the four statuses.
+func (s MerchantStatus) Valid() bool {
+	switch s {
+	case MerchantActive, MerchantSuspended, MerchantPending, MerchantClosed:
+		return true
+	}
+	return false
+}
+
+// KYCStatus is the state of the merchant's know-your-customer review.
+type KYCStatus string
+
+// KYC statuses. Live mode needs KYCApproved.
+const (
+	KYCPending  KYCStatus = "pending"
+	KYCApproved KYCStatus = "approved"
+	KYCRejected KYCStatus = "rejected"
+)
+
+// Valid reports whether s is a known KYC status.
+func (s KYCStatus) Valid() bool {
+	switch s {
+	case KYCPending, KYCApproved, KYCRejected:
+		return true
+	}
+	return false
+}
+
+// Merchant is an account that collects and pays out money.
+type Merchant struct {
+	ID                 string
+	Name               string
+	Country            Country
+	SettlementCurrency Currency
+	Status             MerchantStatus
+	KYC                KYCStatus
+	// AllowedProviders is the provider whitelist; empty allows all.
+	AllowedProviders []string
+	// AllowIPs restricts every key of the account; empty allows all.
+	AllowIPs       []netip.Prefix
+	PayoutsEnabled bool
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// ActiveError returns merchant_inactive (context status) unless the
+// merchant is active.
+func (m *Merchant) ActiveError() error {
+	if m.Status == MerchantActive {
+		return nil
+	}
+	return E(EMerchantInactive, "status", string(m.Status))
+}
+
+// AllowsProvider reports whether the whitelist lets the provider through.
+func (m *Merchant) AllowsProvider(p string) bool {
+	return len(m.AllowedProviders) == 0 || slices.Contains(m.AllowedProviders, p)
+}
+
+// MerchantUpdate lists the fields an operator may change; nil leaves a
+// field as it is.
+type MerchantUpdate struct {
+	Name             *string
+	Status           *MerchantStatus
+	KYC              *KYCStatus
+	AllowedProviders *[]string
+	AllowIPs         *[]netip.Prefix
+	PayoutsEnabled   *bool
+}
+
+// Apply copies the set fields onto m.
+func (u MerchantUpdate) Apply(m *Merchant) {
+	if u.Name != nil {
+		m.Name = *u.Name
+	}
+	if u.Status != nil {
+		m.Status = *u.Status
+	}
+	if u.KYC != nil {
+		m.KYC = *u.KYC
+	}
+	if u.AllowedProviders != nil {
+		m.AllowedProviders = *u.AllowedProviders
+	}
+	if u.AllowIPs != nil {
+		m.AllowIPs = *u.AllowIPs
+	}
+	if u.PayoutsEnabled != nil {
+		m.PayoutsEnabled = *u.PayoutsEnabled
+	}
+}
+
+// IPAllowed reports whether ip is inside one of the prefixes; an empty
+// list allows every address.
+func IPAllowed(prefixes []netip.Prefix, ip netip.Addr) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	ip = ip.Unmap()
+	for _, p := range prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParsePrefixes parses a list of CIDRs or bare addresses (a bare address
+// is a /32 or /128).
+func ParsePrefixes(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, Errorf(EValidation, "%q is not a CIDR or IP address", s)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}

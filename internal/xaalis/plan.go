@@ -1,0 +1,124 @@
+package xaalis
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Interval is the billing period unit of a plan.
+type Interval string
+
+// Intervals.
+const (
+	IntervalDay   Interval = "day"
+	IntervalWeek  Interval = "week"
+	IntervalMonth Interval = "month"
+	IntervalYear  Interval = "year"
+)
+
+// Valid reports whether i is a known interval.
+func (i Interval) Valid() bool {
+	switch i {
+	case IntervalDay, IntervalWeek, IntervalMonth, IntervalYear:
+		return true
+	}
+	return false
+}
+
+// Plan is a recurring price a subscription follows.
+type Plan struct {
+	ID            string
+	MerchantID    string
+	Mode          Mode
+	Name          string
+	Amount        Amount
+	Interval      Interval
+	IntervalCount int
+	Active        bool
+	Metadata      map[string]string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// MarshalJSON renders the public record.
+func (p *Plan) MarshalJSON() ([]byte, error) {
+	md := p.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return json.Marshal(struct {
+		ID            string            `json:"id"`
+		Object        string            `json:"object"`
+		Name          string            `json:"name"`
+		Amount        string            `json:"amount"`
+		Currency      Currency          `json:"currency"`
+		Interval      Interval          `json:"interval"`
+		IntervalCount int               `json:"interval_count"`
+		Active        bool              `json:"active"`
+		Metadata      map[string]string `json:"metadata"`
+		Livemode      bool              `json:"livemode"`
+		CreatedAt     string            `json:"created_at"`
+		UpdatedAt     string            `json:"updated_at"`
+	}{p.ID, "plan", p.Name, p.Amount.Decimal(), p.Amount.Currency, p.Interval, p.IntervalCount,
+		p.Active, md, p.Mode.Live(), Timestamp(p.CreatedAt), Timestamp(p.UpdatedAt)})
+}
+
+// PlanInput is the body of POST /v1/plans.
+type PlanInput struct {
+	Name          *string           `json:"name"`
+	Amount        *json.Number      `json:"amount"`
+	Currency      *string           `json:"currency"`
+	Interval      *string           `json:"interval"`
+	IntervalCount *int              `json:"interval_count"`
+	Metadata      map[string]string `json:"metadata"`
+}
+
+// Metadata limits.
+const (
+	MetadataMaxKeys     = 20
+	MetadataMaxKeyLen   = 40
+	MetadataMaxValueLen = 500
+)
+
+// ValidateMetadata adds a message per broken rule.
+func ValidateMetadata(v ValidationErrors, md map[string]string) {
+	if len(md) > MetadataMaxKeys {
+		v.Add("metadata", "at most 20 keys are allowed")
+	}
+	for k, val := range md {
+		if k == "" || len(k) > MetadataMaxKeyLen {
+			v.Add("metadata", "keys must be 1 to 40 characters")
+			break
+		}
+		if len(val) > MetadataMaxValueLen {
+			v.Add("metadata."+k, "values must be at most 500 characters")
+		}
+	}
+}
+
+// WholeUnits parses a request amount: an integer count of whole units.
+// It returns amount_must_be_positive for zero or less and
+// validation_error for anything that is not an integer.
+func WholeUnits(v ValidationErrors, field string, n *json.Number, c Currency) (Amount, error) {
+	if n == nil {
+		v.Add(field, "is required")
+		return Amount{}, nil
+	}
+	i, err := n.Int64()
+	if err != nil {
+		v.Add(field, "must be an integer count of whole units")
+		return Amount{}, nil
+	}
+	if i <= 0 {
+		return Amount{}, E(EAmountMustBePositive)
+	}
+	const maxUnits = 1_000_000_000_000 // far above any ceiling, far below overflow
+	if i > maxUnits {
+		v.Add(field, "is too large")
+		return Amount{}, nil
+	}
+	return Units(i, c), nil
+}
+
+// Timestamp renders t as ISO 8601 UTC with millisecond precision.
+func Timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
