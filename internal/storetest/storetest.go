@@ -239,7 +239,7 @@ func testIdempotency(t *testing.T, s xaalis.Store) {
 	if n != 3 {
 		t.Fatalf("purged %d keys, want 3", n)
 	}
-	want(claim(sc, "other", "k", t0.Add(xaalis.IdempotencyTTL+3*time.Minute)), xaalis.ClaimInFlight)
+	want(claim(sc, "third", "k", t0.Add(xaalis.IdempotencyTTL+3*time.Minute)), xaalis.ClaimConflict)
 }
 
 func testIdempotencyConcurrent(t *testing.T, s xaalis.Store) {
