@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -106,4 +107,24 @@ func oneRow(res sql.Result) error {
 		return xaalis.ErrNotFound
 	}
 	return nil
+}
+
+// InsertSettingOnce records a setting unless it exists.
+func (t *Tx) InsertSettingOnce(ctx context.Context, name string, value []byte) (bool, error) {
+	res, err := t.tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING`, name, value)
+	if err != nil {
+		return false, fmt.Errorf("insert setting: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// AnyMerchant reports whether a merchant exists.
+func (t *Tx) AnyMerchant(ctx context.Context) (bool, error) {
+	var one int
+	err := t.tx.QueryRowContext(ctx, `SELECT 1 FROM merchants LIMIT 1`).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }

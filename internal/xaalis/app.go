@@ -115,6 +115,37 @@ type MerchantKeys struct {
 // CreateMerchant creates a merchant and its four keys in one transaction.
 // It returns validation_error for a bad name, country or currency.
 func (a *App) CreateMerchant(ctx context.Context, in MerchantCreate) (*Merchant, MerchantKeys, error) {
+	nm, err := a.newMerchant(ctx, in)
+	if err != nil {
+		return nil, MerchantKeys{}, err
+	}
+	if err := a.Store.Update(ctx, nm.insert); err != nil {
+		return nil, MerchantKeys{}, err
+	}
+	return nm.m, nm.keys, nil
+}
+
+// newMerchantRecords is a validated merchant and its keys, ready to insert.
+type newMerchantRecords struct {
+	ctx     context.Context
+	m       *Merchant
+	keyRecs []*Key
+	keys    MerchantKeys
+}
+
+func (n *newMerchantRecords) insert(tx Tx) error {
+	if err := tx.CreateMerchant(n.ctx, n.m); err != nil {
+		return fmt.Errorf("insert merchant: %w", err)
+	}
+	for _, k := range n.keyRecs {
+		if err := tx.CreateKey(n.ctx, k); err != nil {
+			return fmt.Errorf("insert key: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *App) newMerchant(ctx context.Context, in MerchantCreate) (*newMerchantRecords, error) {
 	v := ValidationErrors{}
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" || len(in.Name) > 200 {
@@ -145,44 +176,30 @@ func (a *App) CreateMerchant(ctx context.Context, in MerchantCreate) (*Merchant,
 		v.Add("kyc", "must be pending, approved or rejected")
 	}
 	if err := v.Err(); err != nil {
-		return nil, MerchantKeys{}, err
+		return nil, err
 	}
 	pepper, err := a.keyPepper(ctx)
 	if err != nil {
-		return nil, MerchantKeys{}, err
+		return nil, err
 	}
 	now := a.now()
-	m := &Merchant{
+	n := &newMerchantRecords{ctx: ctx, m: &Merchant{
 		ID: a.NewID(), Name: in.Name, Country: in.Country, SettlementCurrency: in.SettlementCurrency,
 		Status: in.Status, KYC: in.KYC, PayoutsEnabled: true, CreatedAt: now, UpdatedAt: now,
-	}
-	var out MerchantKeys
-	type kd struct {
+	}}
+	for _, k := range []struct {
 		t   KeyType
 		m   Mode
 		dst *string
+	}{
+		{KeySecret, ModeTest, &n.keys.SecretTest}, {KeyPublishable, ModeTest, &n.keys.PublishableTest},
+		{KeySecret, ModeLive, &n.keys.SecretLive}, {KeyPublishable, ModeLive, &n.keys.PublishableLive},
+	} {
+		key, secret := NewKey(a.NewID(), n.m.ID, k.t, k.m, AllScopes, nil, nil, pepper, now)
+		n.keyRecs = append(n.keyRecs, key)
+		*k.dst = secret
 	}
-	kinds := []kd{
-		{KeySecret, ModeTest, &out.SecretTest}, {KeyPublishable, ModeTest, &out.PublishableTest},
-		{KeySecret, ModeLive, &out.SecretLive}, {KeyPublishable, ModeLive, &out.PublishableLive},
-	}
-	err = a.Store.Update(ctx, func(tx Tx) error {
-		if err := tx.CreateMerchant(ctx, m); err != nil {
-			return fmt.Errorf("insert merchant: %w", err)
-		}
-		for _, k := range kinds {
-			key, secret := NewKey(a.NewID(), m.ID, k.t, k.m, AllScopes, nil, nil, pepper, now)
-			if err := tx.CreateKey(ctx, key); err != nil {
-				return fmt.Errorf("insert key: %w", err)
-			}
-			*k.dst = secret
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, MerchantKeys{}, err
-	}
-	return m, out, nil
+	return n, nil
 }
 
 // UpdateMerchant changes a merchant as an operator asks. It returns
@@ -306,4 +323,36 @@ func (a *App) RevokeKey(ctx context.Context, id string) (*Key, error) {
 		return nil
 	})
 	return out, err
+}
+
+// DemoMerchant is the merchant `xaalis serve` makes on an empty database.
+type DemoMerchant struct {
+	Merchant *Merchant
+	Keys     MerchantKeys
+}
+
+// EnsureDemoMerchant creates an active test-mode demo merchant when the
+// database has no merchant and never had a demo one; it returns nil when
+// nothing was created. The check, the marker and the merchant commit
+// together, so two processes starting at once create exactly one.
+func (a *App) EnsureDemoMerchant(ctx context.Context) (*DemoMerchant, error) {
+	nm, err := a.newMerchant(ctx, MerchantCreate{Name: "Demo Merchant", Country: "SN", SettlementCurrency: XOF})
+	if err != nil {
+		return nil, err
+	}
+	var created bool
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		exists, err := tx.AnyMerchant(ctx)
+		if err != nil || exists {
+			return err
+		}
+		if created, err = tx.InsertSettingOnce(ctx, "demo_merchant", []byte(nm.m.ID)); err != nil || !created {
+			return err
+		}
+		return nm.insert(tx)
+	})
+	if err != nil || !created {
+		return nil, err
+	}
+	return &DemoMerchant{Merchant: nm.m, Keys: nm.keys}, nil
 }

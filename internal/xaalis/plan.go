@@ -2,6 +2,8 @@ package xaalis
 
 import (
 	"encoding/json"
+	"errors"
+	"strconv"
 	"time"
 )
 
@@ -66,7 +68,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 // PlanInput is the body of POST /v1/plans.
 type PlanInput struct {
 	Name          *string           `json:"name"`
-	Amount        *json.Number      `json:"amount"`
+	Amount        *Number           `json:"amount"`
 	Currency      *string           `json:"currency"`
 	Interval      *string           `json:"interval"`
 	IntervalCount *int              `json:"interval_count"`
@@ -96,16 +98,35 @@ func ValidateMetadata(v ValidationErrors, md map[string]string) {
 	}
 }
 
-// WholeUnits parses a request amount: an integer count of whole units.
-// It returns amount_must_be_positive for zero or less and
-// validation_error for anything that is not an integer.
-func WholeUnits(v ValidationErrors, field string, n *json.Number, c Currency) (Amount, error) {
-	if n == nil {
+// Number is a JSON number from a request, kept as its literal so that
+// integer checks are exact and a quoted number is told apart.
+type Number struct{ lit string }
+
+// UnmarshalJSON keeps the literal.
+func (n *Number) UnmarshalJSON(b []byte) error { n.lit = string(b); return nil }
+
+// WholeUnits parses a request amount: a JSON integer count of whole units.
+// It returns amount_must_be_positive for zero or less and adds a
+// validation message for anything that is not an integer.
+func WholeUnits(v ValidationErrors, field string, n *Number, c Currency) (Amount, error) {
+	if n == nil || n.lit == "null" {
 		v.Add(field, "is required")
 		return Amount{}, nil
 	}
-	i, err := n.Int64()
+	if len(n.lit) == 0 || (n.lit[0] != '-' && (n.lit[0] < '0' || n.lit[0] > '9')) {
+		v.Add(field, "must be a number")
+		return Amount{}, nil
+	}
+	i, err := strconv.ParseInt(n.lit, 10, 64)
 	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+			if n.lit[0] == '-' {
+				return Amount{}, E(EAmountMustBePositive)
+			}
+			v.Add(field, "is too large")
+			return Amount{}, nil
+		}
 		v.Add(field, "must be an integer count of whole units")
 		return Amount{}, nil
 	}

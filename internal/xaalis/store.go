@@ -53,6 +53,13 @@ type Store interface {
 
 // Tx is one write transaction.
 type Tx interface {
+	// InsertSettingOnce records a named setting unless it exists, and
+	// reports whether this call inserted it. Concurrent callers in other
+	// processes wait for each other, so exactly one gets true.
+	InsertSettingOnce(ctx context.Context, name string, value []byte) (bool, error)
+	// AnyMerchant reports whether at least one merchant exists.
+	AnyMerchant(ctx context.Context) (bool, error)
+
 	CreateMerchant(ctx context.Context, m *Merchant) error
 	// MerchantForUpdate reads and locks a merchant for this transaction.
 	MerchantForUpdate(ctx context.Context, id string) (*Merchant, error)

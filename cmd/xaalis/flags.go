@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/xaalis/xaalis/internal/postgres"
+	"github.com/xaalis/xaalis/internal/sqlite"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+const defaultDatabaseURL = "sqlite://./xaalis-data/xaalis.db"
+
+// newFlags makes a flag set that reports errors instead of exiting.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("xaalis "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// envOr returns the environment variable, or def when it is unset.
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// databaseFlag adds --database-url, defaulting to XAALIS_DATABASE_URL.
+func databaseFlag(fs *flag.FlagSet, getenv func(string) string) *string {
+	return fs.String("database-url", envOr(getenv, "XAALIS_DATABASE_URL", defaultDatabaseURL),
+		"database URL: sqlite://PATH or postgres://... (env XAALIS_DATABASE_URL)")
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("merchant update ID --status x"), and returns the positionals.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// openStore opens the Store a database URL names and applies migrations.
+func openStore(ctx context.Context, url string) (xaalis.Store, error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return postgres.Open(ctx, url)
+	case strings.HasPrefix(url, "sqlite:"):
+		path, err := sqlite.ParseURL(url)
+		if err != nil {
+			return nil, err
+		}
+		return sqlite.Open(ctx, path)
+	}
+	return nil, usagef("database URL %q: expected sqlite://PATH or postgres://...", url)
+}
+
+// boolEnv parses a boolean environment variable.
+func boolEnv(getenv func(string) string, name string, def bool) (bool, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, usagef("%s=%q: expected true or false", name, v)
+	}
+	return b, nil
+}
+
+// splitComma splits a comma-separated flag value, dropping empty items.
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// setFlags reports which flags were given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	m := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
+}
+
+// describe renders a domain error for a terminal.
+func describe(err error) error {
+	var e *xaalis.Error
+	if ok := asXaalis(err, &e); ok && e.Code == xaalis.EValidation {
+		var parts []string
+		for f, msgs := range e.Fields {
+			parts = append(parts, f+" "+strings.Join(msgs, ", "))
+		}
+		return fmt.Errorf("invalid: %s", strings.Join(parts, "; "))
+	}
+	return err
+}

@@ -1,0 +1,96 @@
+// Command xaalis is the Xaalis server and its operator tools.
+//
+//	xaalis serve      run the API (and the admin listener)
+//	xaalis migrate    apply database migrations and exit
+//	xaalis merchant   create and update merchants
+//	xaalis key        issue and revoke API keys
+//
+// Every command takes --database-url (XAALIS_DATABASE_URL).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var u usageError
+		if errors.As(err, &u) {
+			fmt.Fprintln(os.Stderr, "xaalis:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "xaalis:", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+const usage = `Usage: xaalis <command> [flags]
+
+Commands:
+  serve                  run the API server
+  migrate                apply database migrations and exit
+  merchant create        create a merchant and its four keys
+  merchant update ID     change a merchant's status, KYC, providers or IP allowlist
+  key create             issue an API key
+  key revoke KEY_ID      revoke an API key
+
+Run 'xaalis <command> -h' for the flags of a command.
+`
+
+// run is the whole program: tests call it with their own arguments,
+// environment and output.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usagef("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], getenv, stdout, stderr)
+	case "migrate":
+		return cmdMigrate(ctx, args[1:], getenv, stdout, stderr)
+	case "merchant":
+		if len(args) < 2 {
+			return usagef("merchant: expected create or update")
+		}
+		switch args[1] {
+		case "create":
+			return cmdMerchantCreate(ctx, args[2:], getenv, stdout, stderr)
+		case "update":
+			return cmdMerchantUpdate(ctx, args[2:], getenv, stdout, stderr)
+		}
+		return usagef("merchant: unknown subcommand %q (expected create or update)", args[1])
+	case "key":
+		if len(args) < 2 {
+			return usagef("key: expected create or revoke")
+		}
+		switch args[1] {
+		case "create":
+			return cmdKeyCreate(ctx, args[2:], getenv, stdout, stderr)
+		case "revoke":
+			return cmdKeyRevoke(ctx, args[2:], getenv, stdout, stderr)
+		}
+		return usagef("key: unknown subcommand %q (expected create or revoke)", args[1])
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return usagef("unknown command %q", args[0])
+}

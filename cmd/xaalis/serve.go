@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/xaalis/xaalis/api"
+	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	def := xhttp.DefaultConfig()
+	addr := fs.String("addr", envOr(getenv, "XAALIS_ADDR", ":8080"), "API listen address (env XAALIS_ADDR)")
+	adminAddr := fs.String("admin-addr", envOr(getenv, "XAALIS_ADMIN_ADDR", "127.0.0.1:8081"), "operator listen address: health and metrics (env XAALIS_ADMIN_ADDR)")
+	db := databaseFlag(fs, getenv)
+	testModeDef, err := boolEnv(getenv, "XAALIS_TEST_MODE", true)
+	if err != nil {
+		return err
+	}
+	testMode := fs.Bool("test-mode", testModeDef, "accept test keys; false makes a live-only installation (env XAALIS_TEST_MODE)")
+	tlsCert := fs.String("tls-cert", getenv("XAALIS_TLS_CERT"), "TLS certificate file: serve HTTPS, TLS 1.2 at least (env XAALIS_TLS_CERT)")
+	tlsKey := fs.String("tls-key", getenv("XAALIS_TLS_KEY"), "TLS key file (env XAALIS_TLS_KEY)")
+	rateLimit := fs.Float64("rate-limit", envFloat(getenv, "XAALIS_RATE_LIMIT", def.RateLimit), "requests a second per API key (env XAALIS_RATE_LIMIT)")
+	rateBurst := fs.Int("rate-burst", envInt(getenv, "XAALIS_RATE_BURST", def.RateBurst), "burst per API key (env XAALIS_RATE_BURST)")
+	quota := fs.Int("idempotency-quota", envInt(getenv, "XAALIS_IDEMPOTENCY_QUOTA", def.IdempotencyQuota), "new Idempotency-Keys per merchant and mode an hour; 0: no quota (env XAALIS_IDEMPOTENCY_QUOTA)")
+	logLevel := fs.String("log-level", envOr(getenv, "XAALIS_LOG_LEVEL", "info"), "debug, info, warn or error (env XAALIS_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return usagef("serve: --tls-cert and --tls-key go together")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("--log-level: %v", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	store, err := openStore(ctx, *db)
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer store.Close()
+	app := xaalis.NewApp(store)
+	app.LiveOnly = !*testMode
+
+	if *testMode {
+		demo, err := app.EnsureDemoMerchant(ctx)
+		if err != nil {
+			return fmt.Errorf("create demo merchant: %w", err)
+		}
+		if demo != nil {
+			fmt.Fprintf(stdout, "Demo merchant %s created (active, test mode). Its keys are shown once:\n", demo.Merchant.ID)
+			fmt.Fprintf(stdout, "  secret test key:      %s\n", demo.Keys.SecretTest)
+			fmt.Fprintf(stdout, "  publishable test key: %s\n", demo.Keys.PublishableTest)
+		}
+	} else {
+		log.Info("live-only installation: test keys answer test_key_in_production")
+	}
+
+	cfg := def
+	cfg.RateLimit, cfg.RateBurst, cfg.IdempotencyQuota = *rateLimit, *rateBurst, *quota
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api := xhttp.NewServer(app, log, cfg, api.OpenAPI, reg)
+
+	apiLn, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *addr, err)
+	}
+	adminLn, err := net.Listen("tcp", *adminAddr)
+	if err != nil {
+		apiLn.Close()
+		return fmt.Errorf("listen admin %s: %w", *adminAddr, err)
+	}
+	apiSrv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+	adminMux := http.NewServeMux()
+	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { api.ServeHTTP(w, r) })
+	adminMux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { api.ServeHTTP(w, r) })
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	adminSrv := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second}
+
+	scheme := "http"
+	if *tlsCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(stdout, "Xaalis API listening on %s://%s (admin on http://%s)\n", scheme, apiLn.Addr(), adminLn.Addr())
+	log.Info("listening", "addr", apiLn.Addr().String(), "admin_addr", adminLn.Addr().String(), "tls", *tlsCert != "")
+
+	errc := make(chan error, 2)
+	go func() {
+		var err error
+		if *tlsCert != "" {
+			err = apiSrv.ServeTLS(apiLn, *tlsCert, *tlsKey)
+		} else {
+			err = apiSrv.Serve(apiLn)
+		}
+		errc <- err
+	}()
+	go func() { errc <- adminSrv.Serve(adminLn) }()
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); purgeIdempotency(bg, app, log) }()
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing requests in flight")
+	case serveErr = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err = errors.Join(apiSrv.Shutdown(shutdownCtx), adminSrv.Shutdown(shutdownCtx))
+	stopBG()
+	wg.Wait()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// purgeIdempotency deletes expired Idempotency-Keys every ten minutes.
+func purgeIdempotency(ctx context.Context, app *xaalis.App, log *slog.Logger) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		n, err := app.Store.PurgeIdempotency(ctx, app.Now())
+		if err != nil && ctx.Err() == nil {
+			log.Error("purge idempotency keys", "error", err)
+		} else if n > 0 {
+			log.Info("purged idempotency keys", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func envInt(getenv func(string) string, name string, def int) int {
+	if v, err := strconv.Atoi(getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envFloat(getenv func(string) string, name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(getenv(name), 64); err == nil {
+		return v
+	}
+	return def
+}

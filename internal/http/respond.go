@@ -1,0 +1,159 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// recordEnvelope is the canonical shape of a single record.
+type recordEnvelope struct {
+	Data     any  `json:"data"`
+	Livemode bool `json:"livemode"`
+}
+
+// listEnvelope is the canonical shape of a list.
+type listEnvelope struct {
+	Data       any               `json:"data"`
+	Pagination xaalis.Pagination `json:"pagination"`
+	Livemode   bool              `json:"livemode"`
+}
+
+func encodeRecord(v any, live bool) ([]byte, error) {
+	b, err := json.Marshal(recordEnvelope{Data: v, Livemode: live})
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// record answers one record. When the command stored this very response
+// with its Idempotency-Key, those bytes are sent, so a replay is the same
+// to the byte.
+func (s *Server) record(w http.ResponseWriter, r *http.Request, status int, v any) {
+	if st, _ := r.Context().Value(ctxIdempotency).(*idemState); st != nil && st.body != nil && st.status == status {
+		st.stored = true
+		writeBytes(w, status, st.body)
+		return
+	}
+	b, err := encodeRecord(v, principal(r).Mode().Live())
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	writeBytes(w, status, b)
+}
+
+// list answers one page of a list.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, items any, p xaalis.Pagination) {
+	if rv := reflect.ValueOf(items); rv.Kind() == reflect.Slice && rv.IsNil() {
+		items = []struct{}{} // an empty page is [], never null
+	}
+	writeJSON(w, http.StatusOK, listEnvelope{Data: items, Pagination: p, Livemode: principal(r).Mode().Live()})
+}
+
+// decode reads a JSON object body into v. An empty body is an empty
+// object. It returns invalid_request for a body that is not a JSON object
+// and validation_error for a field of the wrong type.
+func decode(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return xaalis.Errorf(xaalis.EInvalidRequest, "The request body could not be read.")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		// Bodies are JSON whatever the Content-Type says (curl -d sends a
+		// form type); name the header only when it may explain the failure.
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, perr := mime.ParseMediaType(ct); perr != nil || mt != "application/json" {
+				if e, ok := decodeError(err).(*xaalis.Error); ok && e.Code == xaalis.EInvalidRequest {
+					return xaalis.Errorf(xaalis.EInvalidRequest, "%s Send JSON with Content-Type: application/json (got %q).", e.Message, ct)
+				}
+			}
+		}
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return xaalis.Errorf(xaalis.EInvalidRequest, "The body holds more than one JSON value.")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return xaalis.Errorf(xaalis.EInvalidRequest, "The body is not valid JSON: %s (at byte %d).", syn.Error(), syn.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return xaalis.Errorf(xaalis.EInvalidRequest, "The body is not valid JSON: it ends too early.")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return xaalis.Errorf(xaalis.EInvalidRequest, "The body must be a JSON object.")
+		}
+		v := xaalis.ValidationErrors{}
+		v.Add(typ.Field, "must be "+jsonKind(typ.Type))
+		return v.Err()
+	}
+	var fe *xaalis.Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return xaalis.Errorf(xaalis.EInvalidRequest, "The body could not be decoded: %s.", err.Error())
+}
+
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "of another type"
+}
+
+// pageRequest reads page and per_page. It returns validation_error for
+// values that are not integers in range.
+func pageRequest(r *http.Request) (xaalis.PageRequest, error) {
+	p := xaalis.PageRequest{Page: 1, PerPage: xaalis.DefaultPerPage}
+	v := xaalis.ValidationErrors{}
+	q := r.URL.Query()
+	if s := q.Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			v.Add("page", "must be an integer of at least 1")
+		}
+		p.Page = n
+	}
+	if s := q.Get("per_page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > xaalis.MaxPerPage {
+			v.Add("per_page", "must be an integer from 1 to 100")
+		}
+		p.PerPage = n
+	}
+	return p, v.Err()
+}

@@ -1,0 +1,254 @@
+// Package http is the HTTP/JSON API of Xaalis: routes, authentication,
+// idempotency, rate limits, and the one error writer.
+package http
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// Config holds the API's limits.
+type Config struct {
+	// RateLimit is the steady number of requests a second one key may make,
+	// RateBurst how many it may make at once.
+	RateLimit float64
+	RateBurst int
+	// IdempotencyQuota is how many new Idempotency-Keys one merchant may use
+	// per IdempotencyQuotaWindow in one mode; 0 disables the quota.
+	IdempotencyQuota       int
+	IdempotencyQuotaWindow time.Duration
+	// IdempotencyLease is how long a claimed key stays exclusive when its
+	// request never finishes (the process died).
+	IdempotencyLease time.Duration
+	// MaxBodyBytes bounds request bodies.
+	MaxBodyBytes int64
+}
+
+// DefaultConfig is the configuration `xaalis serve` starts with.
+func DefaultConfig() Config {
+	return Config{
+		RateLimit: 100, RateBurst: 200,
+		IdempotencyQuota: 10_000, IdempotencyQuotaWindow: time.Hour,
+		IdempotencyLease: 2 * time.Minute,
+		MaxBodyBytes:     1 << 20,
+	}
+}
+
+// Server is the API's http.Handler.
+type Server struct {
+	App    *xaalis.App
+	Logger *slog.Logger
+	Config Config
+	// OpenAPI is the contract served at GET /v1/openapi.yaml.
+	OpenAPI []byte
+
+	mux      *http.ServeMux
+	limiters limiters
+	metrics  *metrics
+}
+
+// NewServer builds the API over app. reg may be nil; when set, request
+// metrics are registered on it.
+func NewServer(app *xaalis.App, logger *slog.Logger, cfg Config, openapi []byte, reg prometheus.Registerer) *Server {
+	s := &Server{App: app, Logger: logger, Config: cfg, OpenAPI: openapi, mux: http.NewServeMux()}
+	s.limiters.m = map[string]*limiterEntry{}
+	s.metrics = newMetrics(reg)
+	s.routes()
+	return s
+}
+
+type ctxKey int
+
+const (
+	ctxRequestID ctxKey = iota
+	ctxLogger
+	ctxPrincipal
+	ctxIdempotency
+	ctxAccess
+)
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxRequestID).(string)
+	return id
+}
+
+func logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(ctxLogger).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// principal is the authenticated caller; routes behind s.api always have one.
+func principal(r *http.Request) *xaalis.Principal {
+	p, _ := r.Context().Value(ctxPrincipal).(*xaalis.Principal)
+	return p
+}
+
+// access collects what the access log line says about a request as the
+// handlers learn it.
+type access struct {
+	merchantID string
+	keyID      string
+}
+
+// ServeHTTP gives every request an id, recovers panics, logs one line and
+// routes; unmatched requests get the JSON 404 or 405.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rid := "req_" + xaalis.RandomString(24, keyAlphabet)
+	w.Header().Set("X-Request-Id", rid)
+	acc := &access{}
+	ctx := context.WithValue(r.Context(), ctxRequestID, rid)
+	ctx = context.WithValue(ctx, ctxLogger, s.Logger)
+	ctx = context.WithValue(ctx, ctxAccess, acc)
+	r = r.WithContext(ctx)
+	sw := &statusWriter{ResponseWriter: w}
+
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		fallback := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.unmatched(w, r, fallback) })
+		pattern = "unmatched"
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.Logger.Error("panic", "request_id", rid, "panic", v)
+			if !sw.wrote {
+				Error(sw, r, errPanic{v})
+			}
+		}
+		d := time.Since(start)
+		s.metrics.observe(pattern, sw.status, d)
+		s.Logger.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("request_id", rid),
+			slog.String("method", r.Method),
+			slog.String("route", pattern),
+			slog.String("path", r.URL.Path),
+			slog.String("query", RedactQuery(r.URL.RawQuery)),
+			slog.Int("status", sw.status),
+			slog.Int64("bytes", sw.bytes),
+			slog.Float64("latency_ms", float64(d.Microseconds())/1000),
+			slog.String("merchant_id", acc.merchantID),
+			slog.String("key_id", acc.keyID),
+			slog.String("remote_ip", clientIP(r).String()),
+		)
+	}()
+	h.ServeHTTP(sw, r)
+}
+
+type errPanic struct{ v any }
+
+func (e errPanic) Error() string { return "panic in handler" }
+
+// unmatched answers the mux's own 404 and 405 in the error envelope.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &headerRecorder{h: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.status == http.StatusMethodNotAllowed {
+		allow := strings.Split(rec.h.Get("Allow"), ", ")
+		Error(w, r, &xaalis.Error{Code: xaalis.EMethodNotAllowed, Allow: allow})
+		return
+	}
+	Error(w, r, xaalis.ErrNotFound)
+}
+
+// headerRecorder captures what the mux's default handlers write.
+type headerRecorder struct {
+	h      http.Header
+	status int
+}
+
+func (r *headerRecorder) Header() http.Header         { return r.h }
+func (r *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *headerRecorder) WriteHeader(s int)           { r.status = s }
+
+// statusWriter remembers the status and size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(s int) {
+	if !w.wrote {
+		w.status, w.wrote = s, true
+	}
+	w.ResponseWriter.WriteHeader(s)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// clientIP is the TCP peer's address. Proxies are not trusted: behind one,
+// terminate it in front of a listener the proxy alone can reach.
+func clientIP(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		a, _ := netip.ParseAddr(r.RemoteAddr)
+		return a.Unmap()
+	}
+	return ap.Addr().Unmap()
+}
+
+const keyAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// limiters holds one token bucket per API key.
+type limiters struct {
+	mu sync.Mutex
+	m  map[string]*limiterEntry
+}
+
+type limiterEntry struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+// allow takes one token for the key; when none is left it returns how long
+// until one is.
+func (l *limiters) allow(key string, limit rate.Limit, burst int, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[key]
+	if e == nil {
+		if len(l.m) >= 100_000 {
+			// Forget buckets idle long enough to be full again.
+			for k, v := range l.m {
+				if now.Sub(v.seen) > time.Minute {
+					delete(l.m, k)
+				}
+			}
+		}
+		e = &limiterEntry{lim: rate.NewLimiter(limit, burst)}
+		l.m[key] = e
+	}
+	e.seen = now
+	res := e.lim.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
