@@ -115,9 +115,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	sw := &statusWriter{ResponseWriter: w}
 
-	h, pattern := s.mux.Handler(r)
+	// mux.Handler names the route for the log; only mux.ServeHTTP sets the
+	// path values, so matched requests go through it.
+	var h http.Handler = s.mux
+	fallback, pattern := s.mux.Handler(r)
 	if pattern == "" {
-		fallback := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.unmatched(w, r, fallback) })
 		pattern = "unmatched"
 	}

@@ -66,12 +66,11 @@ func (p *Principal) Mode() Mode { return p.Key.Mode }
 // test_key_in_production, invalid_api_key (unknown, revoked, expired) or
 // ip_not_allowed (outside the key's or the merchant's allowlist).
 func (a *App) Authenticate(ctx context.Context, secret string, ip netip.Addr) (*Principal, error) {
-	_, mode, ok := ParseKeyPrefix(secret)
-	if !ok {
-		return nil, E(EInvalidAPIKey)
-	}
-	if a.LiveOnly && mode == ModeTest {
+	if a.LiveOnly && ClaimsTestMode(secret) {
 		return nil, E(ETestKeyInProduction)
+	}
+	if _, _, ok := ParseKeyPrefix(secret); !ok {
+		return nil, E(EInvalidAPIKey)
 	}
 	pepper, err := a.keyPepper(ctx)
 	if err != nil {

@@ -115,6 +115,12 @@ func ParseKeyPrefix(secret string) (KeyType, Mode, bool) {
 	return "", "", false
 }
 
+// ClaimsTestMode reports whether a presented key says it is a test key,
+// whatever else is wrong with it.
+func ClaimsTestMode(secret string) bool {
+	return strings.HasPrefix(secret, "sk_test_") || strings.HasPrefix(secret, "pk_test_")
+}
+
 // RandomString returns n characters of base62 from crypto/rand.
 func RandomString(n int, alphabet string) string {
 	b := make([]byte, n)

@@ -1,0 +1,550 @@
+package http_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/postgres/pgtest"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+func TestAuthentication(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		mid, keys := e.merchant()
+		ctx := context.Background()
+
+		t.Run("OK", func(t *testing.T) {
+			e.do(call{method: "GET", path: "/v1/plans", key: keys.SecretTest}).want(t, 200, "")
+		})
+		t.Run("OKXAPIKey", func(t *testing.T) {
+			e.do(call{method: "GET", path: "/v1/plans", header: map[string]string{"X-API-Key": keys.SecretTest}}).want(t, 200, "")
+		})
+		t.Run("ErrMissingCredentials", func(t *testing.T) {
+			e.do(call{method: "GET", path: "/v1/plans"}).want(t, 401, xaalis.ECredentialsMissing)
+		})
+		t.Run("ErrUnauthorized", func(t *testing.T) {
+			e.do(call{method: "GET", path: "/v1/plans", header: map[string]string{"Authorization": "Basic " + keys.SecretTest}}).
+				want(t, 401, xaalis.EUnauthorized)
+		})
+		t.Run("ErrInvalidAPIKey", func(t *testing.T) {
+			for _, k := range []string{"sk_test_unknownunknownunknownunknown00", "nonsense", keys.SecretTest + "x", strings.ToUpper(keys.SecretTest)} {
+				e.do(call{method: "GET", path: "/v1/plans", key: k}).want(t, 401, xaalis.EInvalidAPIKey)
+			}
+		})
+		t.Run("ErrInvalidAPIKeyRevoked", func(t *testing.T) {
+			k, secret, err := e.app.CreateKey(ctx, xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest, Type: xaalis.KeySecret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "GET", path: "/v1/plans", key: secret}).want(t, 200, "")
+			if _, err := e.app.RevokeKey(ctx, k.ID); err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "GET", path: "/v1/plans", key: secret}).want(t, 401, xaalis.EInvalidAPIKey)
+		})
+		t.Run("ErrInvalidAPIKeyExpired", func(t *testing.T) {
+			exp := e.clock.Now().Add(time.Hour)
+			_, secret, err := e.app.CreateKey(ctx, xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest, Type: xaalis.KeySecret, ExpiresAt: &exp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "GET", path: "/v1/plans", key: secret}).want(t, 200, "")
+			e.clock.Advance(time.Hour)
+			defer e.clock.Advance(-time.Hour)
+			e.do(call{method: "GET", path: "/v1/plans", key: secret}).want(t, 401, xaalis.EInvalidAPIKey)
+		})
+		t.Run("ErrIPNotAllowedKey", func(t *testing.T) {
+			for _, c := range []struct {
+				cidr string
+				want int
+			}{{"10.0.0.0/8", 401}, {"127.0.0.0/8", 200}, {"::1/128,127.0.0.1", 200}} {
+				ips, err := xaalis.ParsePrefixes(strings.Split(c.cidr, ","))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, secret, err := e.app.CreateKey(ctx, xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest, Type: xaalis.KeySecret, AllowIPs: ips})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := e.do(call{method: "GET", path: "/v1/plans", key: secret})
+				if c.want == 401 {
+					r.want(t, 401, xaalis.EIPNotAllowed)
+				} else {
+					r.want(t, 200, "")
+				}
+			}
+		})
+		t.Run("ErrIPNotAllowedMerchant", func(t *testing.T) {
+			id, k := e.merchant()
+			ips := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+			if _, err := e.app.UpdateMerchant(ctx, id, xaalis.MerchantUpdate{AllowIPs: &ips}); err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "GET", path: "/v1/plans", key: k.SecretTest}).want(t, 401, xaalis.EIPNotAllowed)
+			ips = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+			if _, err := e.app.UpdateMerchant(ctx, id, xaalis.MerchantUpdate{AllowIPs: &ips}); err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "GET", path: "/v1/plans", key: k.SecretTest}).want(t, 200, "")
+		})
+		t.Run("ErrScopeInsufficient", func(t *testing.T) {
+			_, secret, err := e.app.CreateKey(ctx, xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest, Type: xaalis.KeySecret,
+				Scopes: []xaalis.Scope{xaalis.ScopePayout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := e.do(call{method: "GET", path: "/v1/plans", key: secret}).want(t, 403, xaalis.EScopeInsufficient)
+			if r.err.Context["required_scope"] != "can_read_transactions" {
+				t.Errorf("context = %v", r.err.Context)
+			}
+			e.do(call{method: "POST", path: "/v1/plans", key: secret, idem: "scope-1", body: planBody}).want(t, 403, xaalis.EScopeInsufficient)
+		})
+		t.Run("ErrForbiddenPublishable", func(t *testing.T) {
+			e.do(call{method: "GET", path: "/v1/plans", key: keys.PublishableTest}).want(t, 403, xaalis.EForbidden)
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.PublishableTest, idem: "pk-1", body: planBody}).want(t, 403, xaalis.EForbidden)
+		})
+		t.Run("ErrLivemodeMismatch", func(t *testing.T) {
+			var live, test struct{ ID string }
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretLive, idem: "live-1", body: planBody}).want(t, 201, "").data(t, &live)
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "test-1", body: planBody}).want(t, 201, "").data(t, &test)
+			e.do(call{method: "GET", path: "/v1/plans/" + live.ID, key: keys.SecretTest}).want(t, 403, xaalis.ELivemodeMismatch)
+			e.do(call{method: "GET", path: "/v1/plans/" + test.ID, key: keys.SecretLive}).want(t, 403, xaalis.ELivemodeMismatch)
+			e.do(call{method: "POST", path: "/v1/plans/" + live.ID + "/deactivate", key: keys.SecretTest, idem: "mm-1"}).want(t, 403, xaalis.ELivemodeMismatch)
+			e.do(call{method: "GET", path: "/v1/plans/" + live.ID, key: keys.SecretLive}).want(t, 200, "")
+			// Lists hold one mode only.
+			var list []struct{ ID string }
+			e.do(call{method: "GET", path: "/v1/plans?per_page=100", key: keys.SecretLive}).want(t, 200, "").data(t, &list)
+			for _, p := range list {
+				if p.ID == test.ID {
+					t.Fatal("a test plan is listed for a live key")
+				}
+			}
+		})
+		t.Run("ErrNotFoundOtherMerchant", func(t *testing.T) {
+			var p struct{ ID string }
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "tenant-1", body: planBody}).want(t, 201, "").data(t, &p)
+			_, other := e.merchant()
+			e.do(call{method: "GET", path: "/v1/plans/" + p.ID, key: other.SecretTest}).want(t, 404, xaalis.ENotFound)
+			e.do(call{method: "POST", path: "/v1/plans/" + p.ID + "/deactivate", key: other.SecretTest, idem: "tenant-2"}).want(t, 404, xaalis.ENotFound)
+			var list []struct{ ID string }
+			e.do(call{method: "GET", path: "/v1/plans", key: other.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != 0 {
+				t.Fatalf("another merchant sees %d plans", len(list))
+			}
+		})
+		t.Run("ErrMerchantInactive", func(t *testing.T) {
+			id, k := e.merchant()
+			for _, st := range []xaalis.MerchantStatus{xaalis.MerchantSuspended, xaalis.MerchantPending, xaalis.MerchantClosed} {
+				if _, err := e.app.UpdateMerchant(ctx, id, xaalis.MerchantUpdate{Status: &st}); err != nil {
+					t.Fatal(err)
+				}
+				r := e.do(call{method: "POST", path: "/v1/plans", key: k.SecretTest, idem: "inactive-" + string(st), body: planBody}).
+					want(t, 422, xaalis.EMerchantInactive)
+				if r.err.Context["status"] != string(st) {
+					t.Errorf("context = %v", r.err.Context)
+				}
+			}
+			// Reading stays open to an inactive merchant.
+			e.do(call{method: "GET", path: "/v1/plans", key: k.SecretTest}).want(t, 200, "")
+		})
+	})
+}
+
+func TestTestKeyInProduction(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) { a.LiveOnly = true })
+		_, keys := e.merchant()
+		for _, k := range []string{keys.SecretTest, keys.PublishableTest, "sk_test_unknownunknownunknownunknown00"} {
+			e.do(call{method: "GET", path: "/v1/plans", key: k}).want(t, 401, xaalis.ETestKeyInProduction)
+		}
+		e.do(call{method: "GET", path: "/v1/plans", key: keys.SecretLive}).want(t, 200, "")
+	})
+}
+
+func TestErrors(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(c *xhttp.Config, _ *xaalis.App) { c.MaxBodyBytes = 4096 })
+		_, keys := e.merchant()
+		post := func(idem, body string) *response {
+			return e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: idem, body: body, invalid: true})
+		}
+		t.Run("ErrNotFoundRoute", func(t *testing.T) {
+			e.do(call{method: "GET", path: "/v1/nothing-here", key: keys.SecretTest}).want(t, 404, xaalis.ENotFound)
+			e.do(call{method: "GET", path: "/v1/plans/not-a-plan", key: keys.SecretTest}).want(t, 404, xaalis.ENotFound)
+		})
+		t.Run("ErrMethodNotAllowed", func(t *testing.T) {
+			r := e.do(call{method: "DELETE", path: "/v1/plans", key: keys.SecretTest, idem: "x"}).want(t, 405, xaalis.EMethodNotAllowed)
+			if allow := r.header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") {
+				t.Errorf("Allow = %q", allow)
+			}
+		})
+		t.Run("ErrInvalidJSON", func(t *testing.T) {
+			for i, body := range []string{`{"name":`, `not json`, `[1,2]`, `{"name":"a"} {"name":"b"}`} {
+				post(fmt.Sprint("bad-json-", i), body).want(t, 400, xaalis.EInvalidRequest)
+			}
+		})
+		t.Run("ErrRequestTooLarge", func(t *testing.T) {
+			post("big-1", `{"name":"`+strings.Repeat("a", 5000)+`"}`).want(t, 413, xaalis.ERequestTooLarge)
+		})
+		t.Run("ErrValidation", func(t *testing.T) {
+			r := post("val-1", `{"amount":5000,"interval":"fortnight","currency":"GBP","interval_count":0}`).want(t, 422, xaalis.EValidation)
+			for _, f := range []string{"name", "interval", "currency", "interval_count"} {
+				if len(r.err.Errors[f]) == 0 {
+					t.Errorf("no message for %s: %v", f, r.err.Errors)
+				}
+			}
+			r = post("val-2", `{"name":"x","amount":"5000","interval":"month"}`).want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["amount"]) == 0 {
+				t.Errorf("a quoted amount was taken: %s", r.body)
+			}
+			r = post("val-3", `{"name":"x","amount":50.5,"interval":"month"}`).want(t, 422, xaalis.EValidation)
+			r = post("val-4", `{"name":["x"],"amount":5,"interval":"month"}`).want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["name"]) == 0 {
+				t.Errorf("errors = %v", r.err.Errors)
+			}
+			md := map[string]string{}
+			var sb strings.Builder
+			sb.WriteString(`{"name":"x","amount":5,"interval":"month","metadata":{`)
+			for i := range 21 {
+				md[fmt.Sprint(i)] = "v"
+				if i > 0 {
+					sb.WriteString(",")
+				}
+				fmt.Fprintf(&sb, `"k%d":"v"`, i)
+			}
+			sb.WriteString("}}")
+			r = post("val-5", sb.String()).want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["metadata"]) == 0 {
+				t.Errorf("21 metadata keys taken: %v", r.err.Errors)
+			}
+		})
+		t.Run("ErrAmountMustBePositive", func(t *testing.T) {
+			for i, a := range []string{"0", "-5", "-0"} {
+				r := post(fmt.Sprint("neg-", i), `{"name":"x","amount":`+a+`,"interval":"month"}`).want(t, 422, xaalis.EAmountMustBePositive)
+				if r.err.Context != nil {
+					t.Errorf("amount_must_be_positive carries context %v", r.err.Context)
+				}
+			}
+		})
+		t.Run("OKPagination", func(t *testing.T) {
+			_, k := e.merchant()
+			for i := range 5 {
+				e.do(call{method: "POST", path: "/v1/plans", key: k.SecretTest, idem: fmt.Sprint("page-", i), body: planBody}).want(t, 201, "")
+			}
+			r := e.do(call{method: "GET", path: "/v1/plans?per_page=2&page=3", key: k.SecretTest}).want(t, 200, "")
+			if !strings.Contains(string(r.body), `"pagination":{"total":5,"per_page":2,"current_page":3,"last_page":3}`) {
+				t.Errorf("pagination: %s", r.body)
+			}
+			e.do(call{method: "GET", path: "/v1/plans?per_page=500", key: k.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
+			e.do(call{method: "GET", path: "/v1/plans?page=0", key: k.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
+		})
+	})
+}
+
+func TestIdempotency(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		store := b.open(t)
+		e := newEnv(t, store)
+		_, keys := e.merchant()
+		post := func(idem, body string) *response {
+			return e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: idem, body: body})
+		}
+		t.Run("ErrIdempotencyKeyRequired", func(t *testing.T) {
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, body: planBody, invalid: true}).
+				want(t, 400, xaalis.EIdempotencyKeyRequired)
+		})
+		t.Run("ErrIdempotencyKeyTooLong", func(t *testing.T) {
+			post(strings.Repeat("k", 256), planBody).want(t, 400, xaalis.EIdempotencyKeyTooLong)
+			post(strings.Repeat("k", 255), planBody).want(t, 201, "")
+		})
+		t.Run("OKReplay", func(t *testing.T) {
+			first := post("replay-1", planBody).want(t, 201, "")
+			if first.header.Get("Idempotent-Replay") != "" {
+				t.Error("first response marked as replay")
+			}
+			second := post("replay-1", planBody).want(t, 201, "")
+			if second.header.Get("Idempotent-Replay") != "true" {
+				t.Error("replay not marked")
+			}
+			if string(first.body) != string(second.body) {
+				t.Fatalf("replay differs:\n%s\n%s", first.body, second.body)
+			}
+			if first.header.Get("X-Request-Id") == second.header.Get("X-Request-Id") {
+				t.Error("replay reused the request id")
+			}
+		})
+		t.Run("ErrIdempotencyConflict", func(t *testing.T) {
+			post("conflict-1", planBody).want(t, 201, "")
+			// One character of difference is another request.
+			post("conflict-1", strings.Replace(planBody, "Gold", "Gole", 1)).want(t, 409, xaalis.EIdempotencyConflict)
+			e.do(call{method: "POST", path: "/v1/plans?x=1", key: keys.SecretTest, idem: "conflict-1", body: planBody, invalid: true}).
+				want(t, 409, xaalis.EIdempotencyConflict)
+			var p struct{ ID string }
+			post("conflict-2", planBody).data(t, &p)
+			e.do(call{method: "POST", path: "/v1/plans/" + p.ID + "/deactivate", key: keys.SecretTest, idem: "conflict-2"}).
+				want(t, 409, xaalis.EIdempotencyConflict)
+		})
+		t.Run("OKErrorsStored", func(t *testing.T) {
+			bad := `{"name":"x","amount":0,"interval":"month"}`
+			first := post("4xx-1", bad).want(t, 422, xaalis.EAmountMustBePositive)
+			second := post("4xx-1", bad).want(t, 422, xaalis.EAmountMustBePositive)
+			if second.header.Get("Idempotent-Replay") != "true" || string(first.body) != string(second.body) {
+				t.Fatalf("4xx not replayed: %v %s", second.header, second.body)
+			}
+		})
+		t.Run("OKScopedToMerchantAndMode", func(t *testing.T) {
+			_, other := e.merchant()
+			var a, b2, c struct{ ID string }
+			post("scoped-1", planBody).want(t, 201, "").data(t, &a)
+			e.do(call{method: "POST", path: "/v1/plans", key: other.SecretTest, idem: "scoped-1", body: planBody}).want(t, 201, "").data(t, &b2)
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretLive, idem: "scoped-1", body: planBody}).want(t, 201, "").data(t, &c)
+			if a.ID == b2.ID || a.ID == c.ID {
+				t.Fatal("one key space across merchants or modes")
+			}
+		})
+		t.Run("OKExpiresAfter24Hours", func(t *testing.T) {
+			_, k := e.merchant()
+			var a, b2 struct{ ID string }
+			e.do(call{method: "POST", path: "/v1/plans", key: k.SecretTest, idem: "ttl-1", body: planBody}).want(t, 201, "").data(t, &a)
+			e.clock.Advance(24*time.Hour - time.Second)
+			r := e.do(call{method: "POST", path: "/v1/plans", key: k.SecretTest, idem: "ttl-1", body: planBody}).want(t, 201, "")
+			if r.header.Get("Idempotent-Replay") != "true" {
+				t.Fatal("key forgotten before 24 hours")
+			}
+			e.clock.Advance(time.Second)
+			r = e.do(call{method: "POST", path: "/v1/plans", key: k.SecretTest, idem: "ttl-1", body: planBody}).want(t, 201, "")
+			r.data(t, &b2)
+			if r.header.Get("Idempotent-Replay") != "" || a.ID == b2.ID {
+				t.Fatal("key still held after 24 hours")
+			}
+		})
+		t.Run("OKConcurrent", func(t *testing.T) {
+			_, k := e.merchant()
+			created := concurrentPosts(t, []*env{e}, k.SecretTest, "race-1", 24)
+			if created != 1 {
+				t.Fatalf("%d requests created a plan, want 1", created)
+			}
+			var list []struct{ ID string }
+			e.do(call{method: "GET", path: "/v1/plans", key: k.SecretTest}).data(t, &list)
+			if len(list) != 1 {
+				t.Fatalf("%d plans exist, want 1", len(list))
+			}
+		})
+	})
+}
+
+// concurrentPosts fires n identical POSTs with one key, spread over the
+// servers, and returns how many ran the action (201 without replay). Every
+// other answer must be a replay or an in-flight conflict.
+func concurrentPosts(t *testing.T, envs []*env, key, idem string, n int) int {
+	var created atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := envs[i%len(envs)].do(call{method: "POST", path: "/v1/plans", key: key, idem: idem, body: planBody})
+			switch {
+			case r.status == 201 && r.header.Get("Idempotent-Replay") == "":
+				created.Add(1)
+			case r.status == 201, r.status == 409 && r.err.Code == xaalis.EIdempotencyConflict:
+			default:
+				t.Errorf("unexpected answer %d: %s", r.status, r.body)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return int(created.Load())
+}
+
+// TestIdempotencyAcrossProcesses runs two servers, each with its own
+// connection pool, on one PostgreSQL database: one key runs once.
+func TestIdempotencyAcrossProcesses(t *testing.T) {
+	url := pgtest.URL(t)
+	e1 := newEnv(t, openPostgresURL(t, url))
+	e2 := newEnv(t, openPostgresURL(t, url))
+	_, keys := e1.merchant()
+	for round := range 5 {
+		if created := concurrentPosts(t, []*env{e1, e2}, keys.SecretTest, fmt.Sprint("race-", round), 20); created != 1 {
+			t.Fatalf("round %d: %d requests created a plan, want 1", round, created)
+		}
+	}
+	var list []struct{ ID string }
+	e2.do(call{method: "GET", path: "/v1/plans?per_page=100", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+	if len(list) != 5 {
+		t.Fatalf("%d plans, want 5", len(list))
+	}
+}
+
+// failingStore fails the next n write transactions, as a full disk or a
+// lost database connection would.
+type failingStore struct {
+	xaalis.Store
+	n atomic.Int32
+}
+
+func (f *failingStore) Update(ctx context.Context, fn func(xaalis.Tx) error) error {
+	if f.n.Add(-1) >= 0 {
+		return f.Store.Update(ctx, func(tx xaalis.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return errors.New("database connection lost before commit")
+		})
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+func TestIdempotency5xxNotStored(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		fs := &failingStore{Store: b.open(t)}
+		e := newEnv(t, fs)
+		_, keys := e.merchant()
+		fs.n.Store(1)
+		r := e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "5xx-1", body: planBody}).want(t, 500, xaalis.EInternal)
+		if r.err.Context["request_id"] != r.header.Get("X-Request-Id") || strings.Contains(string(r.body), "connection lost") {
+			t.Errorf("500 body: %s", r.body)
+		}
+		if !strings.Contains(e.logs.String(), "database connection lost before commit") {
+			t.Error("the internal error is not logged")
+		}
+		// Nothing was committed and the key is free: the retry runs.
+		var list []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/plans", key: keys.SecretTest}).data(t, &list)
+		if len(list) != 0 {
+			t.Fatalf("%d plans after a failed commit", len(list))
+		}
+		r = e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "5xx-1", body: planBody}).want(t, 201, "")
+		if r.header.Get("Idempotent-Replay") != "" {
+			t.Fatal("a 5xx was replayed")
+		}
+	})
+}
+
+func TestIdempotencyQuota(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(c *xhttp.Config, _ *xaalis.App) { c.IdempotencyQuota = 3 })
+		_, keys := e.merchant()
+		for i := range 3 {
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: fmt.Sprint("q-", i), body: planBody}).want(t, 201, "")
+		}
+		r := e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "q-3", body: planBody}).want(t, 429, xaalis.ETooManyRequests)
+		if r.header.Get("Retry-After") == "" {
+			t.Error("no Retry-After")
+		}
+		// Replays are not new keys.
+		r = e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "q-0", body: planBody}).want(t, 201, "")
+		if r.header.Get("Idempotent-Replay") != "true" {
+			t.Fatal("replay refused by the quota")
+		}
+		// The live mode has its own quota.
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretLive, idem: "q-3", body: planBody}).want(t, 201, "")
+		e.clock.Advance(time.Hour)
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "q-3", body: planBody}).want(t, 201, "")
+	})
+}
+
+func TestRateLimit(t *testing.T) {
+	e := newEnv(t, openSQLite(t), func(c *xhttp.Config, _ *xaalis.App) { c.RateLimit, c.RateBurst = 0.5, 3 })
+	_, keys := e.merchant()
+	for range 3 {
+		e.do(call{method: "GET", path: "/v1/plans", key: keys.SecretTest}).want(t, 200, "")
+	}
+	r := e.do(call{method: "GET", path: "/v1/plans", key: keys.SecretTest}).want(t, 429, xaalis.ETooManyRequests)
+	if ra := r.header.Get("Retry-After"); ra != "2" {
+		t.Errorf("Retry-After = %q, want 2", ra)
+	}
+	// Each key has its own bucket.
+	e.do(call{method: "GET", path: "/v1/plans", key: keys.SecretLive}).want(t, 200, "")
+}
+
+func TestAccessLogRedaction(t *testing.T) {
+	e := newEnv(t, openSQLite(t))
+	_, keys := e.merchant()
+	e.do(call{method: "GET", path: "/v1/plans?payer_phone=%2B221770001122&phone=770001122&api_key=" + keys.SecretLive + "&page=1",
+		key: keys.SecretTest, invalid: true})
+	e.do(call{method: "GET", path: "/v1/plans", header: map[string]string{"X-API-Key": keys.PublishableTest}})
+	logs := e.logs.String()
+	for _, secret := range []string{keys.SecretTest, keys.SecretLive, keys.PublishableTest, "770001122", "221770001122"} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("log holds %q:\n%s", secret, logs)
+		}
+	}
+	for _, want := range []string{`payer_phone=[REDACTED]`, `phone=[REDACTED]`, `api_key=[REDACTED]`, `page=1`,
+		`"route":"GET /v1/plans"`, `"status":200`, `"merchant_id":"`, `"request_id":"req_`, `"latency_ms":`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %s:\n%s", want, logs)
+		}
+	}
+}
+
+func TestHealth(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		e := newEnv(t, s)
+		e.do(call{method: "GET", path: "/healthz"}).want(t, 200, "")
+		e.do(call{method: "GET", path: "/readyz"}).want(t, 200, "")
+		r := e.do(call{method: "GET", path: "/v1/openapi.yaml"}).want(t, 200, "")
+		if !strings.HasPrefix(string(r.body), "openapi: 3.1") {
+			t.Errorf("served contract starts %q", r.body[:20])
+		}
+		s.Close()
+		r = e.do(call{method: "GET", path: "/readyz"}).want(t, 503, xaalis.EGatewayUnavailable)
+		if r.header.Get("Retry-After") == "" {
+			t.Error("503 without Retry-After")
+		}
+		e.do(call{method: "GET", path: "/healthz"}).want(t, 200, "")
+	})
+}
+
+func TestPlans(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		var p struct {
+			ID, Object, Name, Amount, Currency, Interval string
+			IntervalCount                                int `json:"interval_count"`
+			Active, Livemode                             bool
+			Metadata                                     map[string]string
+		}
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "p-1",
+			body: `{"name":" Premium ","amount":2500,"currency":"XOF","interval":"week","interval_count":2,"metadata":{"order_id":"A-1"}}`}).
+			want(t, 201, "").data(t, &p)
+		if p.Object != "plan" || p.Name != "Premium" || p.Amount != "2500.00" || p.Currency != "XOF" || p.Interval != "week" ||
+			p.IntervalCount != 2 || !p.Active || p.Livemode || p.Metadata["order_id"] != "A-1" {
+			t.Fatalf("plan = %+v", p)
+		}
+		e.do(call{method: "GET", path: "/v1/plans/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &p)
+		e.do(call{method: "POST", path: "/v1/plans/" + p.ID + "/deactivate", key: keys.SecretTest, idem: "p-2"}).want(t, 200, "").data(t, &p)
+		if p.Active {
+			t.Fatal("plan still active")
+		}
+		e.do(call{method: "GET", path: "/v1/plans/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &p)
+		if p.Active {
+			t.Fatal("deactivation not stored")
+		}
+	})
+}
+
+func TestMethodNotAllowedEverywhere(t *testing.T) {
+	e := newEnv(t, openSQLite(t))
+	for _, c := range []struct{ method, path string }{{"PUT", "/v1/plans"}, {"PATCH", "/v1/plans/x"}, {"POST", "/healthz"}, {"DELETE", "/v1/openapi.yaml"}} {
+		r := e.do(call{method: c.method, path: c.path})
+		if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") == "" {
+			t.Errorf("%s %s: %d %s", c.method, c.path, r.status, r.header.Get("Allow"))
+		}
+	}
+}
