@@ -536,6 +536,15 @@ func TestPlans(t *testing.T) {
 		if p.Active {
 			t.Fatal("deactivation not stored")
 		}
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "p-3", body: planBody}).want(t, 201, "")
+		for q, want := range map[string]int{"": 2, "?active=true": 1, "?active=false": 1} {
+			var list []struct{ Active bool }
+			e.do(call{method: "GET", path: "/v1/plans" + q, key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != want {
+				t.Errorf("GET /v1/plans%s: %d plans, want %d", q, len(list), want)
+			}
+		}
+		e.do(call{method: "GET", path: "/v1/plans?active=maybe", key: keys.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
 	})
 }
 

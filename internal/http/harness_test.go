@@ -271,3 +271,22 @@ func (r *response) data(t *testing.T, v any) {
 }
 
 const planBody = `{"name":"Gold","amount":5000,"interval":"month"}`
+
+// TestContractErrorCodes: the contract's list of codes is the catalogue.
+func TestContractErrorCodes(t *testing.T) {
+	s := contract.Components.Schemas["ErrorCode"]
+	if s == nil || s.Value == nil {
+		t.Fatal("no ErrorCode schema in api/openapi.yaml")
+	}
+	var inContract []string
+	for _, v := range s.Value.Enum {
+		inContract = append(inContract, v.(string))
+	}
+	var inCode []string
+	for _, e := range xaalis.Catalogue {
+		inCode = append(inCode, string(e.Code))
+	}
+	if strings.Join(inContract, ",") != strings.Join(inCode, ",") {
+		t.Fatalf("api/openapi.yaml ErrorCode enum differs from the catalogue:\n%v\n%v", inContract, inCode)
+	}
+}

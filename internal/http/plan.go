@@ -2,6 +2,7 @@ package http
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -26,7 +27,16 @@ func (s *Server) handlePlanList(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, err)
 		return
 	}
-	plans, pg, err := s.App.Plans(r.Context(), principal(r), page)
+	var active *bool
+	if v := r.URL.Query().Get("active"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			Error(w, r, &xaalis.Error{Code: xaalis.EValidation, Fields: map[string][]string{"active": {"must be true or false"}}})
+			return
+		}
+		active = &b
+	}
+	plans, pg, err := s.App.Plans(r.Context(), principal(r), active, page)
 	if err != nil {
 		Error(w, r, err)
 		return

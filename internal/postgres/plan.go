@@ -32,14 +32,15 @@ func (s *Store) Plan(ctx context.Context, merchantID, id string) (*xaalis.Plan, 
 
 // Plans returns one page of the merchant's plans in a mode, newest first,
 // and the total count.
-func (s *Store) Plans(ctx context.Context, merchantID string, mode xaalis.Mode, page xaalis.PageRequest) ([]*xaalis.Plan, int, error) {
+func (s *Store) Plans(ctx context.Context, f xaalis.PlanFilter, page xaalis.PageRequest) ([]*xaalis.Plan, int, error) {
+	// $3 NULL keeps both active and inactive plans.
+	const where = `merchant_id = $1 AND mode = $2 AND ($3::boolean IS NULL OR active = $3)`
 	var total int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM plans WHERE merchant_id = $1 AND mode = $2`,
-		merchantID, mode).Scan(&total); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM plans WHERE `+where, f.MerchantID, f.Mode, f.Active).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count plans: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+planColumns+` FROM plans WHERE merchant_id = $1 AND mode = $2
-		ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4`, merchantID, mode, page.PerPage, page.Offset())
+	rows, err := s.pool.Query(ctx, `SELECT `+planColumns+` FROM plans WHERE `+where+`
+		ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5`, f.MerchantID, f.Mode, f.Active, page.PerPage, page.Offset())
 	if err != nil {
 		return nil, 0, fmt.Errorf("list plans: %w", err)
 	}

@@ -40,14 +40,18 @@ func (s *Store) Plan(ctx context.Context, merchantID, id string) (*xaalis.Plan, 
 
 // Plans returns one page of the merchant's plans in a mode, newest first,
 // and the total count.
-func (s *Store) Plans(ctx context.Context, merchantID string, mode xaalis.Mode, page xaalis.PageRequest) ([]*xaalis.Plan, int, error) {
+func (s *Store) Plans(ctx context.Context, f xaalis.PlanFilter, page xaalis.PageRequest) ([]*xaalis.Plan, int, error) {
+	where, args := `merchant_id = ? AND mode = ?`, []any{f.MerchantID, f.Mode}
+	if f.Active != nil {
+		where += ` AND active = ?`
+		args = append(args, boolInt(*f.Active))
+	}
 	var total int
-	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM plans WHERE merchant_id = ? AND mode = ?`,
-		merchantID, mode).Scan(&total); err != nil {
+	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM plans WHERE `+where, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count plans: %w", err)
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT `+planColumns+` FROM plans WHERE merchant_id = ? AND mode = ?
-		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, merchantID, mode, page.PerPage, page.Offset())
+	rows, err := s.read.QueryContext(ctx, `SELECT `+planColumns+` FROM plans WHERE `+where+`
+		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list plans: %w", err)
 	}

@@ -28,6 +28,63 @@ func Run(t *testing.T, open Opener) {
 	t.Run("IdempotencyConcurrent", func(t *testing.T) { t.Parallel(); testIdempotencyConcurrent(t, open(t)) })
 	t.Run("IdempotencyQuota", func(t *testing.T) { t.Parallel(); testQuota(t, open(t)) })
 	t.Run("Plan", func(t *testing.T) { t.Parallel(); testPlan(t, open(t)) })
+	t.Run("SettingOnce", func(t *testing.T) { t.Parallel(); testSettingOnce(t, open(t)) })
+}
+
+func testSettingOnce(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	any := func() bool {
+		var found bool
+		if err := s.Update(ctx, func(tx xaalis.Tx) (err error) { found, err = tx.AnyMerchant(ctx); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if any() {
+		t.Fatal("an empty store has a merchant")
+	}
+	NewMerchant(t, s)
+	if !any() {
+		t.Fatal("AnyMerchant misses the merchant")
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Update(ctx, func(tx xaalis.Tx) error {
+				ok, err := tx.InsertSettingOnce(ctx, "once", []byte(fmt.Sprint(i)))
+				if ok {
+					wins.Add(1)
+				}
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d callers inserted the setting, want 1", wins.Load())
+	}
+	// A rolled-back insert leaves the name free.
+	_ = s.Update(ctx, func(tx xaalis.Tx) error {
+		if _, err := tx.InsertSettingOnce(ctx, "rolled-back", nil); err != nil {
+			return err
+		}
+		return errors.New("roll back")
+	})
+	if err := s.Update(ctx, func(tx xaalis.Tx) error {
+		ok, err := tx.InsertSettingOnce(ctx, "rolled-back", []byte("x"))
+		if err == nil && !ok {
+			t.Error("a rolled-back setting is still there")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -333,11 +390,11 @@ func testPlan(t *testing.T, s xaalis.Store) {
 	if _, err := s.Plan(ctx, other.ID, ids[0]); !errors.Is(err, xaalis.ErrNotFound) {
 		t.Fatalf("another merchant's plan: %v", err)
 	}
-	page, total, err := s.Plans(ctx, m.ID, xaalis.ModeTest, xaalis.PageRequest{Page: 1, PerPage: 3})
+	page, total, err := s.Plans(ctx, xaalis.PlanFilter{MerchantID: m.ID, Mode: xaalis.ModeTest}, xaalis.PageRequest{Page: 1, PerPage: 3})
 	if err != nil || total != 4 || len(page) != 3 || page[0].ID != ids[3] || page[2].ID != ids[1] {
 		t.Fatalf("page 1: total %d, %d plans, err %v", total, len(page), err)
 	}
-	page, _, _ = s.Plans(ctx, m.ID, xaalis.ModeTest, xaalis.PageRequest{Page: 2, PerPage: 3})
+	page, _, _ = s.Plans(ctx, xaalis.PlanFilter{MerchantID: m.ID, Mode: xaalis.ModeTest}, xaalis.PageRequest{Page: 2, PerPage: 3})
 	if len(page) != 1 || page[0].ID != ids[0] {
 		t.Fatalf("page 2: %d plans", len(page))
 	}
@@ -356,5 +413,19 @@ func testPlan(t *testing.T, s xaalis.Store) {
 	got, _ = s.Plan(ctx, m.ID, ids[0])
 	if got.Active || !got.UpdatedAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("deactivated plan = %+v", got)
+	}
+	for _, c := range []struct {
+		active bool
+		n      int
+	}{{true, 3}, {false, 1}} {
+		page, total, err := s.Plans(ctx, xaalis.PlanFilter{MerchantID: m.ID, Mode: xaalis.ModeTest, Active: &c.active}, xaalis.PageRequest{Page: 1, PerPage: 10})
+		if err != nil || total != c.n || len(page) != c.n {
+			t.Fatalf("active=%v: total %d, %d plans, %v", c.active, total, len(page), err)
+		}
+		for _, p := range page {
+			if p.Active != c.active {
+				t.Fatalf("active=%v lists %+v", c.active, p)
+			}
+		}
 	}
 }

@@ -65,6 +65,14 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		p.Active, md, p.Mode.Live(), Timestamp(p.CreatedAt), Timestamp(p.UpdatedAt)})
 }
 
+// PlanFilter selects a merchant's plans of one mode; Active, when set,
+// keeps only active (true) or inactive (false) plans.
+type PlanFilter struct {
+	MerchantID string
+	Mode       Mode
+	Active     *bool
+}
+
 // PlanInput is the body of POST /v1/plans.
 type PlanInput struct {
 	Name          *string           `json:"name"`

@@ -78,8 +78,8 @@ func (a *App) Plan(ctx context.Context, p *Principal, id string) (*Plan, error) 
 }
 
 // Plans lists the merchant's plans in the key's mode, newest first.
-func (a *App) Plans(ctx context.Context, p *Principal, page PageRequest) ([]*Plan, Pagination, error) {
-	plans, total, err := a.Store.Plans(ctx, p.Merchant.ID, p.Mode(), page)
+func (a *App) Plans(ctx context.Context, p *Principal, active *bool, page PageRequest) ([]*Plan, Pagination, error) {
+	plans, total, err := a.Store.Plans(ctx, PlanFilter{MerchantID: p.Merchant.ID, Mode: p.Mode(), Active: active}, page)
 	if err != nil {
 		return nil, Pagination{}, fmt.Errorf("list plans: %w", err)
 	}

@@ -34,7 +34,7 @@ type Store interface {
 	// Plan returns a plan of the merchant in either mode; callers compare
 	// its mode with the key's.
 	Plan(ctx context.Context, merchantID, id string) (*Plan, error)
-	Plans(ctx context.Context, merchantID string, mode Mode, page PageRequest) ([]*Plan, int, error)
+	Plans(ctx context.Context, f PlanFilter, page PageRequest) ([]*Plan, int, error)
 
 	// ClaimIdempotency claims a key for one request, in its own
 	// transaction, counting new keys against the quota.
@@ -46,8 +46,9 @@ type Store interface {
 	// ReleaseIdempotency forgets a claim whose request failed with a 5xx,
 	// so that a retry runs again.
 	ReleaseIdempotency(ctx context.Context, s IdempotencyScope, token string) error
-	// PurgeIdempotency deletes keys expired at now and quota windows that
-	// ended before it; it returns how many keys went.
+	// PurgeIdempotency deletes keys expired at now and quota counters whose
+	// window started more than IdempotencyTTL before it (quota windows are
+	// at most that long); it returns how many keys went.
 	PurgeIdempotency(ctx context.Context, now time.Time) (int64, error)
 }
 
