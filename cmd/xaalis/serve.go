@@ -35,9 +35,21 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	testMode := fs.Bool("test-mode", testModeDef, "accept test keys; false makes a live-only installation (env XAALIS_TEST_MODE)")
 	tlsCert := fs.String("tls-cert", getenv("XAALIS_TLS_CERT"), "TLS certificate file: serve HTTPS, TLS 1.2 at least (env XAALIS_TLS_CERT)")
 	tlsKey := fs.String("tls-key", getenv("XAALIS_TLS_KEY"), "TLS key file (env XAALIS_TLS_KEY)")
-	rateLimit := fs.Float64("rate-limit", envFloat(getenv, "XAALIS_RATE_LIMIT", def.RateLimit), "requests a second per API key (env XAALIS_RATE_LIMIT)")
-	rateBurst := fs.Int("rate-burst", envInt(getenv, "XAALIS_RATE_BURST", def.RateBurst), "burst per API key (env XAALIS_RATE_BURST)")
-	quota := fs.Int("idempotency-quota", envInt(getenv, "XAALIS_IDEMPOTENCY_QUOTA", def.IdempotencyQuota), "new Idempotency-Keys per merchant and mode an hour; 0: no quota (env XAALIS_IDEMPOTENCY_QUOTA)")
+	rateLimitDef, err := envFloat(getenv, "XAALIS_RATE_LIMIT", def.RateLimit)
+	if err != nil {
+		return err
+	}
+	rateBurstDef, err := envInt(getenv, "XAALIS_RATE_BURST", def.RateBurst)
+	if err != nil {
+		return err
+	}
+	quotaDef, err := envInt(getenv, "XAALIS_IDEMPOTENCY_QUOTA", def.IdempotencyQuota)
+	if err != nil {
+		return err
+	}
+	rateLimit := fs.Float64("rate-limit", rateLimitDef, "requests a second per API key (env XAALIS_RATE_LIMIT)")
+	rateBurst := fs.Int("rate-burst", rateBurstDef, "burst per API key (env XAALIS_RATE_BURST)")
+	quota := fs.Int("idempotency-quota", quotaDef, "new Idempotency-Keys per merchant and mode an hour; 0: no quota (env XAALIS_IDEMPOTENCY_QUOTA)")
 	logLevel := fs.String("log-level", envOr(getenv, "XAALIS_LOG_LEVEL", "info"), "debug, info, warn or error (env XAALIS_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -45,8 +57,21 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
+	if *rateLimit <= 0 || *rateBurst < 1 || *quota < 0 {
+		return usagef("serve: --rate-limit and --rate-burst must be positive, --idempotency-quota at least 0")
+	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return usagef("serve: --tls-cert and --tls-key go together")
+	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if *tlsCert != "" {
+		// Load the pair first: a bad certificate stops serve before it
+		// touches the database or prints a listening line.
+		pair, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{pair}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -99,7 +124,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSConfig:         tlsConfig,
 	}
 	adminMux := http.NewServeMux()
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { api.ServeHTTP(w, r) })
@@ -118,7 +143,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	go func() {
 		var err error
 		if *tlsCert != "" {
-			err = apiSrv.ServeTLS(apiLn, *tlsCert, *tlsKey)
+			err = apiSrv.ServeTLS(apiLn, "", "")
 		} else {
 			err = apiSrv.Serve(apiLn)
 		}
@@ -171,16 +196,28 @@ func purgeIdempotency(ctx context.Context, app *xaalis.App, log *slog.Logger) {
 	}
 }
 
-func envInt(getenv func(string) string, name string, def int) int {
-	if v, err := strconv.Atoi(getenv(name)); err == nil {
-		return v
+// envInt reads an integer environment variable; unset is def, malformed
+// is a usage error rather than a silent default.
+func envInt(getenv func(string) string, name string, def int) (int, error) {
+	s := getenv(name)
+	if s == "" {
+		return def, nil
 	}
-	return def
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, usagef("%s=%q: expected an integer", name, s)
+	}
+	return v, nil
 }
 
-func envFloat(getenv func(string) string, name string, def float64) float64 {
-	if v, err := strconv.ParseFloat(getenv(name), 64); err == nil {
-		return v
+func envFloat(getenv func(string) string, name string, def float64) (float64, error) {
+	s := getenv(name)
+	if s == "" {
+		return def, nil
 	}
-	return def
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, usagef("%s=%q: expected a number", name, s)
+	}
+	return v, nil
 }
