@@ -84,52 +84,6 @@ func TestSearchPath(t *testing.T) {
 	}
 }
 
-// TestInsertSettingOnce races callers for one setting: exactly one inserts.
-func TestInsertSettingOnce(t *testing.T) {
-	ctx := context.Background()
-	s := open(t)
-	var inserted atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			err := s.Update(ctx, func(tx xaalis.Tx) error {
-				ok, err := tx.InsertSettingOnce(ctx, "bootstrap", []byte(fmt.Sprint(i)))
-				if ok {
-					inserted.Add(1)
-				}
-				return err
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if n := inserted.Load(); n != 1 {
-		t.Fatalf("%d callers inserted the setting, want 1", n)
-	}
-}
-
-func TestAnyMerchant(t *testing.T) {
-	ctx := context.Background()
-	s := open(t)
-	hasMerchant := func() bool {
-		t.Helper()
-		var found bool
-		if err := s.Update(ctx, func(tx xaalis.Tx) (err error) { found, err = tx.AnyMerchant(ctx); return err }); err != nil {
-			t.Fatal(err)
-		}
-		return found
-	}
-	if hasMerchant() {
-		t.Fatal("an empty store has a merchant")
-	}
-	storetest.NewMerchant(t, s)
-	if !hasMerchant() {
-		t.Fatal("the merchant is not seen")
-	}
-}
-
 // TestQuotaConcurrent claims many new keys at once against a quota: the
 // counter upsert lets exactly the limit through.
 func TestQuotaConcurrent(t *testing.T) {
