@@ -19,6 +19,7 @@ import (
 
 	"github.com/xaalis/xaalis/api"
 	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/provider"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -51,6 +52,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	rateBurst := fs.Int("rate-burst", rateBurstDef, "burst per API key (env XAALIS_RATE_BURST)")
 	quota := fs.Int("idempotency-quota", quotaDef, "new Idempotency-Keys per merchant and mode an hour; 0: no quota (env XAALIS_IDEMPOTENCY_QUOTA)")
 	logLevel := fs.String("log-level", envOr(getenv, "XAALIS_LOG_LEVEL", "info"), "debug, info, warn or error (env XAALIS_LOG_LEVEL)")
+	configPath := fs.String("config", getenv("XAALIS_CONFIG"), "business configuration file (JSON); empty: the embedded defaults (env XAALIS_CONFIG)")
+	publicURL := fs.String("public-url", getenv("XAALIS_PUBLIC_URL"), "public base URL of the API, for payment URLs and provider notifications (env XAALIS_PUBLIC_URL; default http://localhost:PORT)")
+	jobEvery := fs.Duration("jobs-interval", 5*time.Second, "how often expiry and reconciliation run")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -79,6 +83,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	business, err := xaalis.LoadConfig(*configPath)
+	if err != nil {
+		return err
+	}
 	store, err := openStore(ctx, *db)
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
@@ -86,6 +94,17 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer store.Close()
 	app := xaalis.NewApp(store)
 	app.LiveOnly = !*testMode
+	app.Config = business
+	app.Gateway = provider.New(business, provider.Options{
+		Logger: log,
+		// Simulated providers notify in-process, as real ones post to
+		// /v1/providers/{provider}/notifications.
+		Notify: func(ctx context.Context, n xaalis.Notification) {
+			if _, err := app.ApplyNotification(ctx, xaalis.ModeTest, n); err != nil {
+				log.Error("apply simulator notification", "provider", n.Provider, "error", err)
+			}
+		},
+	})
 
 	if *testMode {
 		demo, err := app.EnsureDemoMerchant(ctx)
@@ -136,6 +155,11 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if *tlsCert != "" {
 		scheme = "https"
 	}
+	app.BaseURL = *publicURL
+	if app.BaseURL == "" {
+		_, port, _ := net.SplitHostPort(apiLn.Addr().String())
+		app.BaseURL = scheme + "://localhost:" + port
+	}
 	fmt.Fprintf(stdout, "Xaalis API listening on %s://%s (admin on http://%s)\n", scheme, apiLn.Addr(), adminLn.Addr())
 	log.Info("listening", "addr", apiLn.Addr().String(), "admin_addr", adminLn.Addr().String(), "tls", *tlsCert != "")
 
@@ -153,8 +177,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); purgeIdempotency(bg, app, log) }()
+	go func() { defer wg.Done(); runJobs(bg, app, log, *jobEvery) }()
 
 	var serveErr error
 	select {
@@ -198,6 +223,31 @@ func purgeIdempotency(ctx context.Context, app *xaalis.App, log *slog.Logger) {
 
 // envInt reads an integer environment variable; unset is def, malformed
 // is a usage error rather than a silent default.
+// runJobs expires payments past their expires_at and reconciles payments
+// pending too long. The work is read from the transactions themselves, so
+// it survives restarts, and several processes may run it at once.
+func runJobs(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := app.ExpireDue(ctx, 200); err != nil && ctx.Err() == nil {
+			log.Error("expire payments", "error", err)
+		} else if n > 0 {
+			log.Info("expired payments", "count", n)
+		}
+		if n, err := app.ReconcileDue(ctx, 100); err != nil && ctx.Err() == nil {
+			log.Error("reconcile payments", "error", err)
+		} else if n > 0 {
+			log.Info("reconciled payments", "changed", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 func envInt(getenv func(string) string, name string, def int) (int, error) {
 	s := getenv(name)
 	if s == "" {

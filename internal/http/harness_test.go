@@ -23,6 +23,7 @@ import (
 	xhttp "github.com/xaalis/xaalis/internal/http"
 	"github.com/xaalis/xaalis/internal/postgres"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
+	"github.com/xaalis/xaalis/internal/provider"
 	"github.com/xaalis/xaalis/internal/sqlite"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -124,13 +125,18 @@ func newEnv(t *testing.T, store xaalis.Store, configure ...func(*xhttp.Config, *
 	e := &env{t: t, clock: &clock{t: time.Now().UTC()}, logs: &syncBuffer{}, router: router}
 	e.app = xaalis.NewApp(store)
 	e.app.Now = e.clock.Now
+	log := slog.New(slog.NewJSONHandler(e.logs, nil))
+	e.app.Gateway = provider.New(e.app.Config, provider.Options{Now: e.clock.Now, Logger: log,
+		Notify: func(ctx context.Context, n xaalis.Notification) {
+			_, _ = e.app.ApplyNotification(ctx, xaalis.ModeTest, n)
+		}})
 	cfg := xhttp.DefaultConfig()
 	for _, c := range configure {
 		c(&cfg, e.app)
 	}
-	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.srv = httptest.NewServer(xhttp.NewServer(e.app, log, cfg, api.OpenAPI, nil))
 	t.Cleanup(e.srv.Close)
+	e.app.BaseURL = e.srv.URL
 	return e
 }
 

@@ -6,10 +6,22 @@ import "github.com/xaalis/xaalis/internal/xaalis"
 func (s *Server) routes() {
 	read := routeAuth{scope: xaalis.ScopeReadTransactions}
 	initiate := routeAuth{scope: xaalis.ScopeInitiatePayment}
+	// Publishable keys may create payments and read their status only.
+	checkoutCreate := routeAuth{scope: xaalis.ScopeInitiatePayment, publishable: true}
+	statusRead := routeAuth{scope: xaalis.ScopeReadTransactions, publishable: true}
 
 	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.HandleFunc("GET /v1/openapi.yaml", s.handleOpenAPI)
+
+	s.mux.Handle("POST /v1/payments", s.api(checkoutCreate, s.handlePaymentCreate))
+	s.mux.Handle("GET /v1/payments", s.api(read, s.handlePaymentList))
+	s.mux.Handle("GET /v1/payments/{id}", s.api(read, s.handlePaymentGet))
+	s.mux.Handle("POST /v1/payments/{id}/verify", s.api(initiate, s.handlePaymentVerify))
+	s.mux.Handle("POST /v1/test-helpers/payments/{id}/simulate", s.api(initiate, s.handlePaymentSimulate))
+	s.mux.Handle("GET /v1/status/{reference}", s.api(statusRead, s.handleStatus))
+	s.mux.Handle("GET /v1/providers", s.api(read, s.handleProviders))
+	s.mux.HandleFunc("POST /v1/providers/{provider}/notifications", s.handleProviderNotification)
 
 	s.mux.Handle("POST /v1/plans", s.api(initiate, s.handlePlanCreate))
 	s.mux.Handle("GET /v1/plans", s.api(read, s.handlePlanList))

@@ -73,7 +73,8 @@ func TestSearchPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"api_keys", "goose_db_version", "idempotency_keys", "idempotency_quota", "merchants", "plans", "settings"}
+	want := []string{"api_keys", "customers", "events", "goose_db_version", "idempotency_keys", "idempotency_quota",
+		"merchants", "plans", "provider_notifications", "settings", "transactions"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}

@@ -29,6 +29,10 @@ func Run(t *testing.T, open Opener) {
 	t.Run("IdempotencyQuota", func(t *testing.T) { t.Parallel(); testQuota(t, open(t)) })
 	t.Run("Plan", func(t *testing.T) { t.Parallel(); testPlan(t, open(t)) })
 	t.Run("SettingOnce", func(t *testing.T) { t.Parallel(); testSettingOnce(t, open(t)) })
+	t.Run("Transaction", func(t *testing.T) { t.Parallel(); testTransaction(t, open(t)) })
+	t.Run("TransactionList", func(t *testing.T) { t.Parallel(); testTransactionList(t, open(t)) })
+	t.Run("DueAndVolume", func(t *testing.T) { t.Parallel(); testDueAndVolume(t, open(t)) })
+	t.Run("Events", func(t *testing.T) { t.Parallel(); testEvents(t, open(t)) })
 }
 
 func testSettingOnce(t *testing.T, s xaalis.Store) {

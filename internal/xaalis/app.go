@@ -30,6 +30,13 @@ type App struct {
 	// LiveOnly makes an installation without test mode: test keys answer
 	// test_key_in_production.
 	LiveOnly bool
+	// Config holds providers, fees, limits and rates.
+	Config *Config
+	// Gateway reaches the providers.
+	Gateway Gateway
+	// BaseURL is the public address of the API, for payment URLs and
+	// provider notification URLs.
+	BaseURL string
 
 	pepperOnce sync.Once
 	pepper     []byte
@@ -38,7 +45,12 @@ type App struct {
 
 // NewApp returns an App with the real clock and UUIDv7 identifiers.
 func NewApp(s Store) *App {
-	return &App{Store: s, Now: func() time.Time { return time.Now().UTC() }, NewID: NewUUIDv7}
+	cfg, err := ParseConfig(defaultConfig)
+	if err != nil {
+		panic("xaalis: embedded defaults.json: " + err.Error())
+	}
+	return &App{Store: s, Now: func() time.Time { return time.Now().UTC() }, NewID: NewUUIDv7, Config: cfg,
+		BaseURL: "http://localhost:8080"}
 }
 
 func (a *App) now() time.Time { return a.Now().UTC().Truncate(time.Microsecond) }

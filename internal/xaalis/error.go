@@ -145,7 +145,7 @@ var Catalogue = []CatalogueEntry{
 	{EDailyLimitExceeded, http.StatusUnprocessableEntity, "The merchant's daily transfer ceiling is reached.", "Payment and payout validation", []string{"limit", "currency"}},
 	{EMerchantLimitExceeded, http.StatusUnprocessableEntity, "A daily or monthly limit of the merchant account is exceeded.", "Payment and payout validation", nil},
 	{EBCEAOLimitExceeded, http.StatusUnprocessableEntity, "The payer's ceiling over a rolling 30 days (BCEAO rules) would be exceeded.", "Payment and payout validation", []string{"tier", "ceiling"}},
-	{EInvalidPhoneNumber, http.StatusUnprocessableEntity, "The phone number is not a valid E.164 number for the target country.", "Payment and payout validation", []string{"reason"}},
+	{EInvalidPhoneNumber, http.StatusUnprocessableEntity, "The phone number is not a valid E.164 number for the target country.", "Payment and payout validation", []string{"reason", "suggestion", "country", "expected_country"}},
 	{EInsufficientBalance, http.StatusUnprocessableEntity, "The available balance does not cover the amount plus fees.", "Payment and payout validation", []string{"currency", "available", "required"}},
 	{EFeesUnavailable, http.StatusUnprocessableEntity, "No fee grid exists for this provider and country.", "Payment and payout validation", nil},
 

@@ -2,6 +2,7 @@ package xaalis
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -35,6 +36,26 @@ type Store interface {
 	// its mode with the key's.
 	Plan(ctx context.Context, merchantID, id string) (*Plan, error)
 	Plans(ctx context.Context, f PlanFilter, page PageRequest) ([]*Plan, int, error)
+
+	// Transaction returns one of the merchant's transactions by id.
+	Transaction(ctx context.Context, merchantID, id string) (*Transaction, error)
+	// LookupTransactions returns the merchant's transactions whose id,
+	// reference or merchant_ref is key, in both modes.
+	LookupTransactions(ctx context.Context, merchantID, key string) ([]*Transaction, error)
+	// TransactionByProviderRef finds a transaction from a provider's id.
+	TransactionByProviderRef(ctx context.Context, mode Mode, provider, providerRef string) (*Transaction, error)
+	// Transactions lists one page, newest first, and the total.
+	Transactions(ctx context.Context, f TxFilter, page PageRequest) ([]*Transaction, int, error)
+	// DueTransactions returns up to limit open payments of any merchant:
+	// expired at now (Expired), or pending and not polled since
+	// Before (Reconcile).
+	DueTransactions(ctx context.Context, q DueQuery) ([]*Transaction, error)
+	// Volume sums limit amounts of counted payments since a time.
+	Volume(ctx context.Context, q VolumeQuery) (int64, error)
+	// Customer returns one of the merchant's customers.
+	Customer(ctx context.Context, merchantID, id string) (*Customer, error)
+	// Events returns the events of an object in order.
+	Events(ctx context.Context, objectID string) ([]*Event, error)
 
 	// ClaimIdempotency claims a key for one request, in its own
 	// transaction, counting new keys against the quota.
@@ -74,11 +95,55 @@ type Tx interface {
 	PlanForUpdate(ctx context.Context, merchantID, id string) (*Plan, error)
 	UpdatePlan(ctx context.Context, p *Plan) error
 
+	// InsertTransaction stores a new transaction. It returns
+	// ErrDuplicateMerchantRef when the merchant_ref is taken in that mode.
+	InsertTransaction(ctx context.Context, t *Transaction) error
+	// TransactionForUpdate reads and locks a transaction.
+	TransactionForUpdate(ctx context.Context, id string) (*Transaction, error)
+	// TransactionByMerchantRefForUpdate reads and locks a payment or payout
+	// by merchant_ref.
+	TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode Mode, ref string) (*Transaction, error)
+	UpdateTransaction(ctx context.Context, t *Transaction) error
+	// UpsertCustomer returns the merchant's customer with c's phone in c's
+	// mode, creating it (with c's id) when there is none; a given name
+	// replaces a missing one.
+	UpsertCustomer(ctx context.Context, c *Customer) (*Customer, error)
+	// InsertEvent stores an event, numbering it after the object's last.
+	InsertEvent(ctx context.Context, e *Event) error
+	// NotificationFirstSeen records a provider's notification id and
+	// reports whether it is new.
+	NotificationFirstSeen(ctx context.Context, provider, eventID string, at time.Time) (bool, error)
+
 	// CompleteIdempotency stores the response of the claim held by token.
 	// It returns ErrClaimLost when the claim is no longer the caller's, and
 	// the transaction must then roll back.
 	CompleteIdempotency(ctx context.Context, s IdempotencyScope, token string, r StoredResponse) error
 }
+
+// DueQuery asks for background work.
+type DueQuery struct {
+	Now   time.Time
+	Limit int
+	// Expired: open payments whose expires_at passed.
+	Expired bool
+	// Reconcile: pending payments last polled (or created) before Before.
+	Reconcile bool
+	Before    time.Time
+}
+
+// VolumeQuery selects payments counted against a limit: pending, success,
+// refunded and disputed ones, created at or after Since. MerchantID and
+// PayerPhone, when set, narrow it; Provider too.
+type VolumeQuery struct {
+	Mode       Mode
+	MerchantID string
+	Provider   string
+	PayerPhone string
+	Since      time.Time
+}
+
+// ErrDuplicateMerchantRef: another payment or payout has this merchant_ref.
+var ErrDuplicateMerchantRef = errors.New("merchant_ref already used")
 
 // PageRequest asks for one page of a list; pages count from 1.
 type PageRequest struct {

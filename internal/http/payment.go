@@ -1,0 +1,163 @@
+package http
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+func (s *Server) handlePaymentCreate(w http.ResponseWriter, r *http.Request) {
+	var in xaalis.PaymentInput
+	if err := decode(r, &in); err != nil {
+		Error(w, r, err)
+		return
+	}
+	t, err := s.App.CreatePayment(s.committing(r, http.StatusCreated), principal(r), in)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	s.record(w, r, http.StatusCreated, t)
+}
+
+func (s *Server) handlePaymentGet(w http.ResponseWriter, r *http.Request) {
+	t, err := s.App.Payment(r.Context(), principal(r), r.PathValue("id"))
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	s.record(w, r, http.StatusOK, t)
+}
+
+func (s *Server) handlePaymentList(w http.ResponseWriter, r *http.Request) {
+	page, f, err := txListQuery(r)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	list, pg, err := s.App.Payments(r.Context(), principal(r), f, page)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	s.list(w, r, list, pg)
+}
+
+func (s *Server) handlePaymentVerify(w http.ResponseWriter, r *http.Request) {
+	t, err := s.App.Verify(s.committing(r, http.StatusOK), principal(r), r.PathValue("id"))
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	s.record(w, r, http.StatusOK, t)
+}
+
+func (s *Server) handlePaymentSimulate(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Outcome string `json:"outcome"`
+	}
+	if err := decode(r, &in); err != nil {
+		Error(w, r, err)
+		return
+	}
+	t, err := s.App.Simulate(s.committing(r, http.StatusOK), principal(r), r.PathValue("id"), in.Outcome)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	s.record(w, r, http.StatusOK, t)
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	t, err := s.App.LookupTransaction(r.Context(), principal(r), r.PathValue("reference"))
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	s.record(w, r, http.StatusOK, t)
+}
+
+func (s *Server) handleProviders(w http.ResponseWriter, r *http.Request) {
+	country := xaalis.Country(strings.ToUpper(r.URL.Query().Get("country")))
+	if country != "" && !country.Valid() {
+		Error(w, r, &xaalis.Error{Code: xaalis.EValidation, Fields: map[string][]string{"country": {"must be one of SN, CI, ML, BF, TG, BJ, NE, GW"}}})
+		return
+	}
+	list := s.App.ProvidersFor(principal(r), country)
+	s.list(w, r, list, xaalis.NewPagination(xaalis.PageRequest{Page: 1, PerPage: max(1, len(list))}, len(list)))
+}
+
+// handleProviderNotification receives a provider's signed notification.
+// It is authenticated by the provider's signature, not an API key, and
+// carries no Idempotency-Key: the provider's event id deduplicates it.
+func (s *Server) handleProviderNotification(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.Config.MaxBodyBytes))
+	if err != nil {
+		Error(w, r, xaalis.E(xaalis.ERequestTooLarge, "max_bytes", s.Config.MaxBodyBytes))
+		return
+	}
+	err = s.App.HandleNotification(r.Context(), r.PathValue("provider"), xaalis.NotificationRequest{Request: r, Body: body})
+	if xaalis.ErrorCode(err) == xaalis.EDuplicate {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "duplicate"})
+		return
+	}
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// txListQuery reads the filters of a transaction list: status, provider,
+// from and to (a date, 2026-11-21, or an RFC 3339 time; to is exclusive,
+// a date meaning the end of that day), merchant_ref, page and per_page.
+func txListQuery(r *http.Request) (xaalis.PageRequest, xaalis.TxFilter, error) {
+	page, perr := pageRequest(r)
+	v := xaalis.ValidationErrors{}
+	if e, ok := perr.(*xaalis.Error); ok {
+		for k, m := range e.Fields {
+			v[k] = m
+		}
+	}
+	q := r.URL.Query()
+	var f xaalis.TxFilter
+	if st := q.Get("status"); st != "" {
+		if f.Status = xaalis.Status(st); !f.Status.Valid() {
+			v.Add("status", "is not a transaction status")
+		}
+	}
+	if p := q.Get("provider"); p != "" {
+		if !xaalis.ValidProvider(p) {
+			v.Add("provider", "must be channel_a, channel_b or channel_c")
+		}
+		f.Provider = p
+	}
+	f.MerchantRef = q.Get("merchant_ref")
+	for _, b := range []struct {
+		name string
+		dst  **time.Time
+		end  bool
+	}{{"from", &f.From, false}, {"to", &f.To, true}} {
+		s := q.Get(b.name)
+		if s == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			d, derr := time.Parse("2006-01-02", s)
+			if derr != nil {
+				v.Add(b.name, "must be a date (2026-11-21) or an RFC 3339 time")
+				continue
+			}
+			if t = d; b.end {
+				t = d.Add(24 * time.Hour)
+			}
+		}
+		t = t.UTC()
+		*b.dst = &t
+	}
+	return page, f, v.Err()
+}

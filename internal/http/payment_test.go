@@ -1,0 +1,464 @@
+package http_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// txRecord is the transaction record as a client reads it.
+type txRecord struct {
+	ID, Object, Type, Reference, Status, Amount, Currency, Country string
+	MerchantRef                                                    *string `json:"merchant_ref"`
+	MerchantReference                                              *string `json:"merchant_reference"`
+	Provider                                                       *string
+	Route                                                          *struct{ Name, Reason string }
+	PaymentURL                                                     *string `json:"payment_url"`
+	CheckoutURL                                                    *string `json:"checkout_url"`
+	NextAction                                                     *struct {
+		Type, USSDCode, RedirectURL string
+	} `json:"next_action"`
+	Payer              struct{ Phone, Name *string }
+	CustomerID         *string `json:"customer_id"`
+	Metadata           map[string]string
+	FailureReason      *string `json:"failure_reason"`
+	ExchangeRate       string  `json:"exchange_rate"`
+	SettlementAmount   string  `json:"settlement_amount"`
+	SettlementCurrency string  `json:"settlement_currency"`
+	Livemode           bool
+	ExpiresAt          time.Time `json:"expires_at"`
+}
+
+// payBody is a valid creation body; extra fields are merged in.
+func payBody(ref string, extra string) string {
+	b := `{"merchant_ref":"` + ref + `","amount":5000,"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"`
+	if extra != "" {
+		b += "," + extra
+	}
+	return b + "}"
+}
+
+func (e *env) pay(t *testing.T, key, ref, extra string) (*response, txRecord) {
+	t.Helper()
+	r := e.do(call{method: "POST", path: "/v1/payments", key: key, idem: "pay-" + ref, body: payBody(ref, extra)})
+	var rec txRecord
+	if r.status == 201 {
+		r.data(t, &rec)
+	}
+	return r, rec
+}
+
+func (e *env) events(t *testing.T, id string) []string {
+	t.Helper()
+	evs, err := e.app.Store.Events(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs {
+		out = append(out, ev.Type)
+	}
+	return out
+}
+
+func TestPaymentCreate(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+
+		t.Run("OKHostedCheckout", func(t *testing.T) {
+			r, p := e.pay(t, keys.SecretTest, "order-1", `"metadata":{"order_id":"A1","n":3}`)
+			r.want(t, 201, "")
+			if p.Object != "transaction" || p.Type != "payment" || p.Status != "initiated" || p.Amount != "5000.00" ||
+				p.Currency != "XOF" || p.Country != "SN" || p.Provider != nil || p.NextAction != nil || p.Livemode ||
+				len(p.Reference) != 20 || !strings.HasPrefix(p.Reference, "TXN-") || *p.MerchantRef != "order-1" ||
+				*p.MerchantReference != "order-1" || p.Metadata["order_id"] != "A1" || p.Metadata["n"] != "3" {
+				t.Fatalf("record: %s", r.body)
+			}
+			if p.PaymentURL == nil || *p.PaymentURL != e.srv.URL+"/checkout/"+p.ID || *p.CheckoutURL != *p.PaymentURL {
+				t.Fatalf("payment_url: %v", p.PaymentURL)
+			}
+			if d := time.Until(p.ExpiresAt); d < 29*time.Minute || d > 31*time.Minute {
+				t.Fatalf("expires_at %v: not 1800 s away", p.ExpiresAt)
+			}
+		})
+		t.Run("OKProviderGiven", func(t *testing.T) {
+			for i, c := range []struct {
+				provider, next string
+			}{{"channel_a", "redirect"}, {"channel_b", "otp"}, {"channel_c", "ussd"}} {
+				r, p := e.pay(t, keys.SecretTest, fmt.Sprint("prov-", i), `"provider":"`+c.provider+`","payer":{"phone":"77 123 45 67","name":"Awa"}`)
+				r.want(t, 201, "")
+				if p.Status != "pending" || *p.Provider != c.provider || p.NextAction == nil || p.NextAction.Type != c.next ||
+					p.Route == nil || p.Route.Name != "simulator" || *p.Payer.Phone != "+221771234567" || *p.Payer.Name != "Awa" || p.CustomerID == nil {
+					t.Fatalf("%s: %s", c.provider, r.body)
+				}
+			}
+		})
+		t.Run("OKPayerForms", func(t *testing.T) {
+			var customers []string
+			for i, form := range []string{
+				`"payer":{"phone":"+221771112233"}`, `"phone":"771112233"`, `"payer_phone":"+221 77 111 22 33"`,
+				`"customer":{"msisdn":"00221771112233"}`,
+			} {
+				r, p := e.pay(t, keys.SecretTest, fmt.Sprint("form-", i), form)
+				r.want(t, 201, "")
+				if p.Payer.Phone == nil || *p.Payer.Phone != "+221771112233" || p.CustomerID == nil {
+					t.Fatalf("%s: %s", form, r.body)
+				}
+				customers = append(customers, *p.CustomerID)
+			}
+			for _, c := range customers {
+				if c != customers[0] {
+					t.Fatal("one phone, several customers")
+				}
+			}
+			r, _ := e.pay(t, keys.SecretTest, "form-x", `"payer":{"phone":"+221771112233"},"phone":"+221779998877"`)
+			r.want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["phone"]) == 0 {
+				t.Fatalf("disagreeing forms: %v", r.err.Errors)
+			}
+		})
+		t.Run("OKPublishableKey", func(t *testing.T) {
+			_, p := e.pay(t, keys.PublishableTest, "pk-1", "")
+			if p.Status != "initiated" {
+				t.Fatalf("pk payment: %+v", p)
+			}
+			e.do(call{method: "GET", path: "/v1/status/" + p.Reference, key: keys.PublishableTest}).want(t, 200, "")
+			e.do(call{method: "GET", path: "/v1/payments/" + p.ID, key: keys.PublishableTest}).want(t, 403, xaalis.EForbidden)
+		})
+		t.Run("OKFX", func(t *testing.T) {
+			r, p := e.pay(t, keys.SecretTest, "fx-1", `"currency":"EUR","amount":10`)
+			r.want(t, 201, "")
+			// 10 EUR at the fixed parity 655.957 is 6559.57 XOF.
+			if p.Currency != "EUR" || p.Amount != "10.00" || p.ExchangeRate != "655.957" || p.SettlementAmount != "6559.57" || p.SettlementCurrency != "XOF" {
+				t.Fatalf("fx: %s", r.body)
+			}
+		})
+		t.Run("OKMerchantRefResume", func(t *testing.T) {
+			e.pay(t, keys.SecretTest, "dup-1", "")
+			r := e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "dup-1-again", body: payBody("dup-1", "")})
+			r.want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["merchant_ref"]) == 0 {
+				t.Fatalf("duplicate merchant_ref: %s", r.body)
+			}
+		})
+	})
+}
+
+func TestPaymentValidation(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+			cfg := *a.Config
+			cfg.MerchantLimits = xaalis.Limits{MinAmount: 150, MaxAmount: 100000, Daily: 300000, Monthly: 400000}
+			cfg.BCEAO.Phones = map[string]int{"+221775550000": 1}
+			cfg.BCEAO.Tiers = []xaalis.BCEAOTier{{Tier: 1, Ceiling: 20000}, {Tier: 2, Ceiling: 10000000}}
+			cfg.BCEAO.DefaultTier = 2
+			p := cfg.Providers["channel_c"]
+			p.DailyLimit = 15000
+			cfg.Providers = map[string]xaalis.ProviderSpec{"channel_a": cfg.Providers["channel_a"], "channel_b": cfg.Providers["channel_b"], "channel_c": p}
+			a.Config = &cfg
+		})
+		mid, keys := e.merchant()
+		n := 0
+		post := func(key, extra string, amount int) *response {
+			n++
+			body := strings.Replace(payBody(fmt.Sprint("v-", n), extra), `"amount":5000`, fmt.Sprintf(`"amount":%d`, amount), 1)
+			return e.do(call{method: "POST", path: "/v1/payments", key: key, idem: fmt.Sprint("v-", n), body: body, invalid: true})
+		}
+		ctxOf := func(r *response, k string) any { return r.err.Context[k] }
+
+		t.Run("ErrValidation", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "val-0", body: `{"amount":5000,"currency":"GBP","country":"FR","success_url":"ftp://x","expires_in":5}`, invalid: true}).
+				want(t, 422, xaalis.EValidation)
+			for _, f := range []string{"merchant_ref", "currency", "country", "success_url", "failed_url", "expires_in"} {
+				if len(r.err.Errors[f]) == 0 {
+					t.Errorf("no error for %s: %v", f, r.err.Errors)
+				}
+			}
+			var sb strings.Builder
+			for i := range 21 {
+				fmt.Fprintf(&sb, `"k%d":"v",`, i)
+			}
+			r = post(keys.SecretTest, `"metadata":{`+strings.TrimSuffix(sb.String(), ",")+`}`, 5000).want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["metadata"]) == 0 {
+				t.Errorf("21 metadata keys: %v", r.err.Errors)
+			}
+		})
+		t.Run("ErrAmountMustBePositive", func(t *testing.T) {
+			post(keys.SecretTest, "", 0).want(t, 422, xaalis.EAmountMustBePositive)
+			post(keys.SecretTest, "", -100).want(t, 422, xaalis.EAmountMustBePositive)
+		})
+		t.Run("ErrInvalidPhoneNumber", func(t *testing.T) {
+			r := post(keys.SecretTest, `"payer":{"phone":"12"}`, 5000).want(t, 422, xaalis.EInvalidPhoneNumber)
+			if ctxOf(r, "reason") == nil {
+				t.Fatalf("no reason: %s", r.body)
+			}
+			r = post(keys.SecretTest, `"country":"BJ","payer":{"phone":"97 12 34 56"}`, 5000).want(t, 422, xaalis.EInvalidPhoneNumber)
+			if ctxOf(r, "reason") != "old_numbering_plan" || !strings.Contains(r.err.Message, "10 digits") {
+				t.Fatalf("old Benin plan: %s", r.body)
+			}
+			r = post(keys.SecretTest, `"payer":{"phone":"+2250707123456"}`, 5000).want(t, 422, xaalis.EInvalidPhoneNumber)
+			if ctxOf(r, "reason") != "wrong_country" {
+				t.Fatalf("CI number for SN: %s", r.body)
+			}
+		})
+		t.Run("ErrProviderUnavailable", func(t *testing.T) {
+			r := post(keys.SecretTest, `"provider":"channel_z"`, 5000).want(t, 422, xaalis.EProviderUnavailable)
+			if ctxOf(r, "provider") != "channel_z" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrProviderCountryUnsupported", func(t *testing.T) {
+			r := post(keys.SecretTest, `"provider":"channel_c","country":"CI"`, 5000).want(t, 422, xaalis.EProviderCountryUnsupported)
+			if ctxOf(r, "provider") != "channel_c" || ctxOf(r, "country") != "CI" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrFeesUnavailable", func(t *testing.T) {
+			post(keys.SecretTest, `"provider":"channel_a","country":"GW"`, 5000).want(t, 422, xaalis.EFeesUnavailable)
+		})
+		t.Run("ErrAmountLimits", func(t *testing.T) {
+			r := post(keys.SecretTest, "", 100).want(t, 422, xaalis.EAmountBelowMerchantMinimum)
+			if ctxOf(r, "minimum") != float64(150) || ctxOf(r, "currency") != "XOF" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+			r = post(keys.SecretTest, `"provider":"channel_c"`, 200).want(t, 422, xaalis.EAmountBelowProviderMinimum)
+			if ctxOf(r, "minimum") != float64(500) || ctxOf(r, "provider") != "channel_c" || ctxOf(r, "currency") != "XOF" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+			r = post(keys.SecretTest, "", 100001).want(t, 422, xaalis.EAmountAboveMerchantMaximum)
+			if ctxOf(r, "maximum") != float64(100000) {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrDailyLimitExceeded", func(t *testing.T) {
+			post(keys.SecretTest, `"provider":"channel_c","payer":{"phone":"+221771234500"}`, 10000).want(t, 201, "")
+			r := post(keys.SecretTest, `"provider":"channel_c","payer":{"phone":"+221771234501"}`, 6000).want(t, 422, xaalis.EDailyLimitExceeded)
+			if ctxOf(r, "limit") != float64(15000) || ctxOf(r, "currency") != "XOF" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrBCEAOLimitExceeded", func(t *testing.T) {
+			post(keys.SecretTest, `"provider":"channel_b","payer":{"phone":"+221775550000"}`, 15000).want(t, 201, "")
+			r := post(keys.SecretTest, `"provider":"channel_b","payer":{"phone":"+221775550000"}`, 6000).want(t, 422, xaalis.EBCEAOLimitExceeded)
+			if ctxOf(r, "tier") != float64(1) || ctxOf(r, "ceiling") != float64(20000) {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrMerchantLimitExceeded", func(t *testing.T) {
+			id2, k2 := e.merchant()
+			_ = id2
+			for i := range 3 {
+				post(k2.SecretTest, fmt.Sprintf(`"provider":"channel_a","payer":{"phone":"+22177123460%d"}`, i), 100000).want(t, 201, "")
+			}
+			r := post(k2.SecretTest, `"provider":"channel_a","payer":{"phone":"+221771234609"}`, 100).want(t, 422, xaalis.EAmountBelowMerchantMinimum)
+			_ = r
+			r = post(k2.SecretTest, `"provider":"channel_a","payer":{"phone":"+221771234609"}`, 200).want(t, 422, xaalis.EMerchantLimitExceeded)
+			if !strings.Contains(r.err.Message, "daily") {
+				t.Fatalf("message does not name the cause: %s", r.err.Message)
+			}
+		})
+		t.Run("ErrMerchantProviderNotAuthorized", func(t *testing.T) {
+			only := []string{"channel_b"}
+			if _, err := e.app.UpdateMerchant(context.Background(), mid, xaalis.MerchantUpdate{AllowedProviders: &only}); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				none := []string{}
+				_, _ = e.app.UpdateMerchant(context.Background(), mid, xaalis.MerchantUpdate{AllowedProviders: &none})
+			}()
+			r := post(keys.SecretTest, `"provider":"channel_a"`, 5000).want(t, 422, xaalis.EMerchantProviderNotAuthorized)
+			if ctxOf(r, "provider") != "channel_a" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrMerchantKYCRequired", func(t *testing.T) {
+			post(keys.SecretLive, "", 5000).want(t, 422, xaalis.EMerchantKYCRequired)
+		})
+		t.Run("ErrMerchantInactive", func(t *testing.T) {
+			id3, k3 := e.merchant()
+			st := xaalis.MerchantSuspended
+			if _, err := e.app.UpdateMerchant(context.Background(), id3, xaalis.MerchantUpdate{Status: &st}); err != nil {
+				t.Fatal(err)
+			}
+			r := post(k3.SecretTest, "", 5000).want(t, 422, xaalis.EMerchantInactive)
+			if ctxOf(r, "status") != "suspended" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrGateway", func(t *testing.T) {
+			r := post(keys.SecretTest, `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneRefused+`"}`, 5000).want(t, 502, xaalis.EGatewayError)
+			_ = r
+			r = post(keys.SecretTest, `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`, 5000).want(t, 503, xaalis.EGatewayUnavailable)
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("503 without Retry-After")
+			}
+		})
+	})
+}
+
+func TestPaymentLifecycle(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+
+		t.Run("OKMagicNumbers", func(t *testing.T) {
+			for i, c := range []struct {
+				phone, status, event string
+			}{
+				{provider.TestPhoneSuccess, "success", xaalis.EventPaymentSuccess},
+				{provider.TestPhoneFailed, "failed", xaalis.EventPaymentFailed},
+				{provider.TestPhoneCancelled, "cancelled", xaalis.EventPaymentCancelled},
+				{provider.TestPhoneNoPayer, "pending", ""},
+			} {
+				_, p := e.pay(t, keys.SecretTest, fmt.Sprint("magic-", i), `"provider":"channel_a","payer":{"phone":"`+c.phone+`"}`)
+				if p.Status != c.status {
+					t.Fatalf("%s: status %s, want %s", c.phone, p.Status, c.status)
+				}
+				evs := e.events(t, p.ID)
+				if (c.event == "" && len(evs) != 0) || (c.event != "" && (len(evs) != 1 || evs[0] != c.event)) {
+					t.Fatalf("%s: events %v", c.phone, evs)
+				}
+			}
+		})
+		t.Run("OKSimulate", func(t *testing.T) {
+			for i, outcome := range []string{"success", "failed", "cancelled"} {
+				_, p := e.pay(t, keys.SecretTest, fmt.Sprint("sim-", i), `"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+				r := e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + p.ID + "/simulate", key: keys.SecretTest,
+					idem: fmt.Sprint("sim-", i), body: `{"outcome":"` + outcome + `"}`}).want(t, 200, "")
+				var after txRecord
+				r.data(t, &after)
+				if after.Status != outcome {
+					t.Fatalf("simulate %s: %s", outcome, r.body)
+				}
+				if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != "payment."+outcome {
+					t.Fatalf("events %v", evs)
+				}
+				// The simulator's own notification arrives too, and changes nothing.
+				time.Sleep(20 * time.Millisecond)
+				if evs := e.events(t, p.ID); len(evs) != 1 {
+					t.Fatalf("events after the notification: %v", evs)
+				}
+			}
+			_, p := e.pay(t, keys.SecretTest, "sim-bad", `"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+			e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + p.ID + "/simulate", key: keys.SecretTest,
+				idem: "sim-bad", body: `{"outcome":"maybe"}`}).want(t, 422, xaalis.EValidation)
+			e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + p.ID + "/simulate", key: keys.SecretLive,
+				idem: "sim-live", body: `{"outcome":"success"}`}).want(t, 403, xaalis.ELivemodeMismatch)
+		})
+		t.Run("OKVerify", func(t *testing.T) {
+			_, p := e.pay(t, keys.SecretTest, "ver-1", `"provider":"channel_c","payer":{"phone":"+221771234567"}`)
+			r := e.do(call{method: "POST", path: "/v1/payments/" + p.ID + "/verify", key: keys.SecretTest, idem: "ver-1"}).want(t, 200, "")
+			var v txRecord
+			r.data(t, &v)
+			if v.Status != "pending" {
+				t.Fatalf("verify: %s", r.body)
+			}
+			// The payer confirms at the provider, but the notification is lost:
+			// verify finds the outcome.
+			g := e.app.Gateway
+			if err := g.PayerAction(context.Background(), "channel_c", providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+				t.Fatal(err)
+			}
+			r = e.do(call{method: "POST", path: "/v1/payments/" + p.ReferenceOrID() + "/verify", key: keys.SecretTest, idem: "ver-2"}).want(t, 200, "")
+			r.data(t, &v)
+			if v.Status != "success" {
+				t.Fatalf("verify after payment: %s", r.body)
+			}
+		})
+		t.Run("OKStatusLookup", func(t *testing.T) {
+			_, p := e.pay(t, keys.SecretTest, "status-1", "")
+			for _, key := range []string{p.ID, p.Reference, "status-1"} {
+				var got txRecord
+				e.do(call{method: "GET", path: "/v1/status/" + key, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+				if got.ID != p.ID {
+					t.Fatalf("status/%s: %s", key, got.ID)
+				}
+			}
+			e.do(call{method: "GET", path: "/v1/status/TXN-NOPE", key: keys.SecretTest}).want(t, 404, xaalis.ENotFound)
+			e.do(call{method: "GET", path: "/v1/status/" + p.Reference, key: keys.SecretLive}).want(t, 403, xaalis.ELivemodeMismatch)
+			_, other := e.merchant()
+			e.do(call{method: "GET", path: "/v1/status/" + p.Reference, key: other.SecretTest}).want(t, 404, xaalis.ENotFound)
+		})
+		t.Run("OKExpiry", func(t *testing.T) {
+			_, p := e.pay(t, keys.SecretTest, "exp-1", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneNoPayer+`"},"expires_in":60`)
+			_, q := e.pay(t, keys.SecretTest, "exp-2", `"expires_in":120`)
+			e.clock.Advance(61 * time.Second)
+			n, err := e.app.ExpireDue(context.Background(), 100)
+			if err != nil || n < 1 {
+				t.Fatalf("expired %d, %v", n, err)
+			}
+			var got txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + p.ID, key: keys.SecretTest}).data(t, &got)
+			if got.Status != "expired" {
+				t.Fatalf("status %s", got.Status)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPaymentExpired {
+				t.Fatalf("events %v", evs)
+			}
+			e.do(call{method: "GET", path: "/v1/payments/" + q.ID, key: keys.SecretTest}).data(t, &got)
+			if got.Status != "initiated" {
+				t.Fatalf("a payment expired early: %s", got.Status)
+			}
+			e.clock.Advance(-61 * time.Second)
+		})
+		t.Run("OKList", func(t *testing.T) {
+			_, k := e.merchant()
+			for i := range 3 {
+				e.pay(t, k.SecretTest, fmt.Sprint("list-", i), `"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+			}
+			e.pay(t, k.SecretTest, "list-3", "")
+			var list []txRecord
+			r := e.do(call{method: "GET", path: "/v1/payments?status=pending&provider=channel_b&per_page=2", key: k.SecretTest}).want(t, 200, "")
+			r.data(t, &list)
+			if len(list) != 2 || !strings.Contains(string(r.body), `"total":3`) {
+				t.Fatalf("list: %s", r.body)
+			}
+			e.do(call{method: "GET", path: "/v1/payments?merchant_ref=list-3", key: k.SecretTest}).data(t, &list)
+			if len(list) != 1 || list[0].Status != "initiated" {
+				t.Fatalf("by merchant_ref: %+v", list)
+			}
+			today := e.clock.Now().Format("2006-01-02")
+			e.do(call{method: "GET", path: "/v1/payments?from=" + today + "&to=" + today, key: k.SecretTest}).data(t, &list)
+			if len(list) != 4 {
+				t.Fatalf("today: %d", len(list))
+			}
+			e.do(call{method: "GET", path: "/v1/payments?status=bogus", key: k.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
+			e.do(call{method: "GET", path: "/v1/payments?from=yesterday", key: k.SecretTest}).want(t, 422, xaalis.EValidation)
+		})
+		t.Run("OKProviders", func(t *testing.T) {
+			var list []struct {
+				ID        string
+				Countries []string
+				Healthy   bool
+				Allowed   bool
+			}
+			e.do(call{method: "GET", path: "/v1/providers", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != 3 || !list[0].Healthy || !list[0].Allowed || len(list[0].Countries) != 8 {
+				t.Fatalf("providers: %+v", list)
+			}
+			e.do(call{method: "GET", path: "/v1/providers?country=CI", key: keys.SecretTest}).data(t, &list)
+			if len(list) != 2 {
+				t.Fatalf("providers in CI: %+v", list)
+			}
+		})
+	})
+}
+
+func providerRef(t *testing.T, e *env, id string) string {
+	t.Helper()
+	tx, err := e.app.Store.Transaction(context.Background(), "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx.ProviderRef
+}
+
+// ReferenceOrID lets a test use the reference where an id is expected.
+func (p txRecord) ReferenceOrID() string { return p.Reference }

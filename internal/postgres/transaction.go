@@ -1,0 +1,356 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status, amount, currency, limit_amount,
+	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
+	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
+	settlement_currency, expires_at, reconciled_at, created_at, updated_at`
+
+// txColumnList is txColumns, one name an item.
+var txColumnList = func() []string {
+	var out []string
+	for _, c := range strings.Split(txColumns, ",") {
+		out = append(out, strings.TrimSpace(c))
+	}
+	return out
+}()
+
+// merchantRefIndex is the unique index of 00002_payments.sql on
+// (merchant_id, mode, merchant_ref); a violation names it.
+const merchantRefIndex = "transactions_merchant_ref"
+
+func scanTx(op string, row interface{ Scan(...any) error }) (*xaalis.Transaction, error) {
+	var t xaalis.Transaction
+	var mref, customer, settleCur *string
+	var settle *int64
+	err := row.Scan(&t.ID, &t.MerchantID, &t.Mode, &t.Type, &t.Reference, &mref, &t.Status, &t.Amount.Minor,
+		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
+		&t.NextAction, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL,
+		&t.Metadata, &t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &t.ExpiresAt, &t.ReconciledAt,
+		&t.CreatedAt, &t.UpdatedAt)
+	if err != nil {
+		return nil, notFound(op, err)
+	}
+	if mref != nil {
+		t.MerchantRef = *mref
+	}
+	if customer != nil {
+		t.CustomerID = *customer
+	}
+	if settle != nil {
+		t.SettlementAmount = &xaalis.Amount{Minor: *settle}
+		if settleCur != nil {
+			t.SettlementAmount.Currency = xaalis.Currency(*settleCur)
+		}
+	}
+	t.ExpiresAt, t.ReconciledAt = t.ExpiresAt.UTC(), utcPtr(t.ReconciledAt)
+	t.CreatedAt, t.UpdatedAt = t.CreatedAt.UTC(), t.UpdatedAt.UTC()
+	return &t, nil
+}
+
+// nullString stores an empty string as NULL.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// txArgs are the values of txColumns, in order.
+func txArgs(t *xaalis.Transaction) []any {
+	var settle *int64
+	var settleCur *string
+	if t.SettlementAmount != nil {
+		minor, cur := t.SettlementAmount.Minor, string(t.SettlementAmount.Currency)
+		settle, settleCur = &minor, &cur
+	}
+	// A nil *NextAction is NULL; pgx encodes any other as JSON.
+	return []any{t.ID, t.MerchantID, t.Mode, t.Type, t.Reference, nullString(t.MerchantRef), t.Status,
+		t.Amount.Minor, t.Amount.Currency, t.LimitAmount, t.Country, t.Provider, t.Route, t.RouteReason,
+		t.ProviderRef, t.NextAction, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
+		t.CallbackURL, metadata(t.Metadata), t.FailureReason, t.ExchangeRate, settle, settleCur, t.ExpiresAt,
+		t.ReconciledAt, t.CreatedAt, t.UpdatedAt}
+}
+
+func queryTxs(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Transaction, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer rows.Close()
+	var out []*xaalis.Transaction
+	for rows.Next() {
+		t, err := scanTx(op, rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+// Transaction returns a transaction by id; an empty merchantID matches any
+// merchant (internal callers only: the hosted page, background work).
+func (s *Store) Transaction(ctx context.Context, merchantID, id string) (*xaalis.Transaction, error) {
+	return scanTx("read transaction", s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE id = $1 AND ($2::text = '' OR merchant_id = $2)`, id, merchantID))
+}
+
+// LookupTransactions finds the merchant's transactions by id, reference or
+// merchant_ref, in both modes.
+func (s *Store) LookupTransactions(ctx context.Context, merchantID, key string) ([]*xaalis.Transaction, error) {
+	return queryTxs(ctx, s.pool, "look up transactions", `SELECT `+txColumns+` FROM transactions
+		WHERE merchant_id = $1 AND (id = $2 OR reference = $2 OR merchant_ref = $2) ORDER BY created_at, id`,
+		merchantID, key)
+}
+
+// TransactionByProviderRef finds a transaction by the provider's id.
+func (s *Store) TransactionByProviderRef(ctx context.Context, mode xaalis.Mode, provider, ref string) (*xaalis.Transaction, error) {
+	return scanTx("read transaction by provider ref", s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE provider = $1 AND provider_ref = $2 AND mode = $3`, provider, ref, mode))
+}
+
+// conditions builds a WHERE clause with numbered parameters.
+type conditions struct {
+	where []string
+	args  []any
+}
+
+// add appends cond, whose one %d is replaced by v's parameter number.
+func (c *conditions) add(cond string, v any) {
+	c.args = append(c.args, v)
+	c.where = append(c.where, fmt.Sprintf(cond, len(c.args)))
+}
+
+func (c *conditions) String() string { return strings.Join(c.where, " AND ") }
+
+// Transactions lists one page of a merchant's transactions, newest first,
+// and the total.
+func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis.PageRequest) ([]*xaalis.Transaction, int, error) {
+	var c conditions
+	c.add("merchant_id = $%d", f.MerchantID)
+	c.add("mode = $%d", f.Mode)
+	if f.Type != "" {
+		c.add("type = $%d", f.Type)
+	}
+	if f.Status != "" {
+		c.add("status = $%d", f.Status)
+	}
+	if f.Provider != "" {
+		c.add("provider = $%d", f.Provider)
+	}
+	if f.MerchantRef != "" {
+		c.add("merchant_ref = $%d", f.MerchantRef)
+	}
+	if f.From != nil {
+		c.add("created_at >= $%d", *f.From)
+	}
+	if f.To != nil {
+		c.add("created_at < $%d", *f.To)
+	}
+	w := c.String()
+	var total int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM transactions WHERE `+w, c.args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count transactions: %w", err)
+	}
+	n := len(c.args)
+	list, err := queryTxs(ctx, s.pool, "list transactions", fmt.Sprintf(`SELECT `+txColumns+` FROM transactions WHERE `+w+`
+		ORDER BY created_at DESC, id DESC LIMIT $%d OFFSET $%d`, n+1, n+2), append(c.args, page.PerPage, page.Offset())...)
+	if err != nil {
+		return nil, 0, err
+	}
+	return list, total, nil
+}
+
+// DueTransactions returns background work of any merchant. These are plain
+// reads: callers lock and re-check each row in a transaction of its own.
+func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaalis.Transaction, error) {
+	if q.Expired {
+		return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
+			WHERE status IN ('initiated', 'pending') AND expires_at <= $1 ORDER BY expires_at LIMIT $2`,
+			q.Now, q.Limit)
+	}
+	return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
+		WHERE status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < $1
+		ORDER BY coalesce(reconciled_at, created_at) LIMIT $2`, q.Before, q.Limit)
+}
+
+// Volume sums the limit amounts of counted payments.
+func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error) {
+	c := conditions{where: []string{"type = 'payment'", "status IN ('pending', 'success', 'refunded', 'disputed')"}}
+	c.add("mode = $%d", q.Mode)
+	c.add("created_at >= $%d", q.Since)
+	if q.MerchantID != "" {
+		c.add("merchant_id = $%d", q.MerchantID)
+	}
+	if q.Provider != "" {
+		c.add("provider = $%d", q.Provider)
+	}
+	if q.PayerPhone != "" {
+		c.add("payer_phone = $%d", q.PayerPhone)
+	}
+	var sum int64
+	// sum(bigint) is numeric: cast it back.
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(limit_amount), 0)::bigint FROM transactions WHERE `+c.String(),
+		c.args...).Scan(&sum); err != nil {
+		return 0, fmt.Errorf("volume: %w", err)
+	}
+	return sum, nil
+}
+
+const customerColumns = `id, merchant_id, mode, phone, name, created_at, updated_at`
+
+func scanCustomer(op string, row interface{ Scan(...any) error }) (*xaalis.Customer, error) {
+	var c xaalis.Customer
+	if err := row.Scan(&c.ID, &c.MerchantID, &c.Mode, &c.Phone, &c.Name, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		return nil, notFound(op, err)
+	}
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	return &c, nil
+}
+
+// Customer returns one of the merchant's customers.
+func (s *Store) Customer(ctx context.Context, merchantID, id string) (*xaalis.Customer, error) {
+	return scanCustomer("read customer", s.pool.QueryRow(ctx, `SELECT `+customerColumns+`
+		FROM customers WHERE merchant_id = $1 AND id = $2`, merchantID, id))
+}
+
+// Events returns an object's events in order.
+func (s *Store) Events(ctx context.Context, objectID string) ([]*xaalis.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, merchant_id, mode, type, object_type, object_id, seq, data, created_at
+		FROM events WHERE object_id = $1 ORDER BY seq`, objectID)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var out []*xaalis.Event
+	for rows.Next() {
+		var e xaalis.Event
+		var data string
+		if err := rows.Scan(&e.ID, &e.MerchantID, &e.Mode, &e.Type, &e.ObjectType, &e.ObjectID, &e.Seq, &data,
+			&e.CreatedAt); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		e.Data, e.CreatedAt = json.RawMessage(data), e.CreatedAt.UTC()
+		out = append(out, &e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+// InsertTransaction stores a new transaction. A taken merchant_ref gives
+// ErrDuplicateMerchantRef; the failed statement aborts the transaction, so
+// the caller must return (and roll back).
+func (t *Tx) InsertTransaction(ctx context.Context, x *xaalis.Transaction) error {
+	args := txArgs(x)
+	params := make([]string, len(args))
+	for i := range args {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	_, err := t.tx.Exec(ctx, `INSERT INTO transactions (`+txColumns+`) VALUES (`+strings.Join(params, ", ")+`)`, args...)
+	if err != nil {
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == merchantRefIndex {
+			return xaalis.ErrDuplicateMerchantRef
+		}
+		return fmt.Errorf("insert transaction: %w", err)
+	}
+	return nil
+}
+
+// TransactionForUpdate reads a transaction and locks its row until the
+// transaction ends.
+func (t *Tx) TransactionForUpdate(ctx context.Context, id string) (*xaalis.Transaction, error) {
+	return scanTx("read transaction", t.tx.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions WHERE id = $1
+		FOR UPDATE`, id))
+}
+
+// TransactionByMerchantRefForUpdate reads a payment or payout by
+// merchant_ref and locks its row.
+func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode xaalis.Mode, ref string) (*xaalis.Transaction, error) {
+	return scanTx("read transaction by merchant_ref", t.tx.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE merchant_id = $1 AND mode = $2 AND merchant_ref = $3 FOR UPDATE`, merchantID, mode, ref))
+}
+
+// UpdateTransaction writes every mutable field.
+func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error {
+	args := txArgs(x)
+	sets := make([]string, 0, len(txColumnList))
+	vals := make([]any, 0, len(txColumnList)+1)
+	for i, c := range txColumnList {
+		switch c {
+		case "id", "merchant_id", "mode", "type", "reference", "created_at":
+			continue
+		}
+		vals = append(vals, args[i])
+		sets = append(sets, fmt.Sprintf("%s = $%d", c, len(vals)))
+	}
+	vals = append(vals, x.ID)
+	tag, err := t.tx.Exec(ctx, fmt.Sprintf(`UPDATE transactions SET %s WHERE id = $%d`, strings.Join(sets, ", "), len(vals)),
+		vals...)
+	return oneRow("update transaction", tag, err)
+}
+
+// UpsertCustomer finds or creates the customer of a phone in one
+// statement; a concurrent upsert of the same phone waits for this one.
+func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Customer, error) {
+	return scanCustomer("upsert customer", t.tx.QueryRow(ctx, `INSERT INTO customers (`+customerColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
+			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END
+		RETURNING `+customerColumns,
+		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, c.CreatedAt, c.UpdatedAt))
+}
+
+// eventLockClass is the first key of the advisory locks that number an
+// object's events (the second is a hash of the object id). Two-key
+// advisory locks never collide with the one-key lock of the migrations.
+const eventLockClass = 0x7861_6576 // "xaev"
+
+// InsertEvent stores an event after the object's last one. Callers hold the
+// object's row lock already; a transaction-scoped advisory lock on the
+// object id numbers events correctly even when they do not. It is taken in
+// a statement of its own so that, at READ COMMITTED, the insert's snapshot
+// sees every event committed by the previous holder.
+func (t *Tx) InsertEvent(ctx context.Context, e *xaalis.Event) error {
+	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, eventLockClass, e.ObjectID); err != nil {
+		return fmt.Errorf("lock events: %w", err)
+	}
+	err := t.tx.QueryRow(ctx, `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, coalesce(max(seq), 0) + 1, $7::text,
+			$8::timestamptz
+		FROM events WHERE object_id = $6
+		RETURNING seq`, e.ID, e.MerchantID, e.Mode, e.Type, e.ObjectType, e.ObjectID, string(e.Data), e.CreatedAt).Scan(&e.Seq)
+	if err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	}
+	return nil
+}
+
+// NotificationFirstSeen records a provider notification id and reports
+// whether it is new. A concurrent insert of the same id waits for the
+// first transaction to end, so exactly one committed caller gets true.
+func (t *Tx) NotificationFirstSeen(ctx context.Context, provider, eventID string, at time.Time) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `INSERT INTO provider_notifications (provider, event_id, created_at)
+		VALUES ($1, $2, $3) ON CONFLICT (provider, event_id) DO NOTHING`, provider, eventID, at)
+	if err != nil {
+		return false, fmt.Errorf("record notification: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -1,0 +1,123 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/storetest"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+var pgT0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func pgPayment(m *xaalis.Merchant, ref string) *xaalis.Transaction {
+	return &xaalis.Transaction{
+		ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: xaalis.TypePayment,
+		Reference: xaalis.NewReference(), MerchantRef: ref, Status: xaalis.StatusInitiated,
+		Amount: xaalis.Units(5000, xaalis.XOF), LimitAmount: 500000, Country: "SN",
+		ExpiresAt: pgT0.Add(30 * time.Minute), CreatedAt: pgT0, UpdatedAt: pgT0,
+	}
+}
+
+// TestEventDataExact stores event data that jsonb would rewrite (spacing,
+// key order, a duplicate key, escapes): it comes back byte for byte.
+func TestEventDataExact(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	m := storetest.NewMerchant(t, s)
+	x := pgPayment(m, "")
+	data := "{ \"b\":1,\n\t\"a\" : [1.50, 2e3], \"a\":\"\\u00e9\", \"z\": null }"
+	err := s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.InsertTransaction(ctx, x); err != nil {
+			return err
+		}
+		return tx.InsertEvent(ctx, &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+			Type: "payment.success", ObjectType: "transaction", ObjectID: x.ID, Data: []byte(data), CreatedAt: pgT0})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, x.ID)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events: %d, %v", len(evs), err)
+	}
+	if string(evs[0].Data) != data || evs[0].Seq != 1 || !evs[0].CreatedAt.Equal(pgT0) || evs[0].CreatedAt.Location() != time.UTC {
+		t.Fatalf("event = %+v, data %q", evs[0], evs[0].Data)
+	}
+}
+
+// TestEventSeqConcurrent numbers events of one object from many
+// transactions at once, none of which locks the object's row: the
+// advisory lock still gives 1..n without a gap or a duplicate.
+func TestEventSeqConcurrent(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	m := storetest.NewMerchant(t, s)
+	x := pgPayment(m, "")
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, x) }); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			err := s.Update(ctx, func(tx xaalis.Tx) error {
+				return tx.InsertEvent(ctx, &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+					Type: "payment.success", ObjectType: "transaction", ObjectID: x.ID,
+					Data: []byte(fmt.Sprintf(`{"i":%d}`, i)), CreatedAt: pgT0})
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	evs, err := s.Events(ctx, x.ID)
+	if err != nil || len(evs) != n {
+		t.Fatalf("events: %d, %v", len(evs), err)
+	}
+	seqs := make([]int, 0, n)
+	for _, e := range evs {
+		seqs = append(seqs, int(e.Seq))
+	}
+	sort.Ints(seqs)
+	for i, q := range seqs {
+		if q != i+1 {
+			t.Fatalf("seqs = %v", seqs)
+		}
+	}
+}
+
+// TestDuplicateMerchantRefOnly maps only the merchant_ref index to
+// ErrDuplicateMerchantRef: another unique violation stays an error of its
+// own.
+func TestDuplicateMerchantRefOnly(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	m := storetest.NewMerchant(t, s)
+	x := pgPayment(m, "order-1")
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, x) }); err != nil {
+		t.Fatal(err)
+	}
+	sameRef := pgPayment(m, "order-2")
+	sameRef.Reference = x.Reference
+	err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, sameRef) })
+	if err == nil || errors.Is(err, xaalis.ErrDuplicateMerchantRef) {
+		t.Fatalf("duplicate reference: %v", err)
+	}
+	// Payments without a merchant_ref never collide.
+	for range 2 {
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, pgPayment(m, "")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Transaction(ctx, "", x.ID)
+	if err != nil || got.Metadata == nil || len(got.Metadata) != 0 || got.CreatedAt.Location() != time.UTC {
+		t.Fatalf("nil metadata read back as %#v, %v", got, err)
+	}
+}

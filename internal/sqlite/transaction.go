@@ -1,0 +1,314 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status, amount, currency, limit_amount,
+	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
+	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
+	settlement_currency, expires_at, reconciled_at, created_at, updated_at`
+
+// txColumnList is txColumns, one name an item.
+var txColumnList = func() []string {
+	var out []string
+	for _, c := range strings.Split(txColumns, ",") {
+		out = append(out, strings.TrimSpace(c))
+	}
+	return out
+}()
+
+func scanTx(sc func(...any) error) (*xaalis.Transaction, error) {
+	var t xaalis.Transaction
+	var mref, next, customer, settleCur sql.NullString
+	var settle, reconciled sql.NullInt64
+	var md string
+	var expires, created, updated int64
+	err := sc(&t.ID, &t.MerchantID, &t.Mode, &t.Type, &t.Reference, &mref, &t.Status, &t.Amount.Minor,
+		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
+		&next, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL, &md,
+		&t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &expires, &reconciled, &created, &updated)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	t.MerchantRef, t.CustomerID = mref.String, customer.String
+	if next.Valid {
+		t.NextAction = new(xaalis.NextAction)
+		if err := json.Unmarshal([]byte(next.String), t.NextAction); err != nil {
+			return nil, fmt.Errorf("next_action: %w", err)
+		}
+	}
+	if err := json.Unmarshal([]byte(md), &t.Metadata); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	if settle.Valid {
+		t.SettlementAmount = &xaalis.Amount{Minor: settle.Int64, Currency: xaalis.Currency(settleCur.String)}
+	}
+	t.ExpiresAt, t.ReconciledAt = fromMicros(expires), fromNullMicros(reconciled)
+	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &t, nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// txArgs are the values of txColumns, in order.
+func txArgs(t *xaalis.Transaction) ([]any, error) {
+	var next any
+	if t.NextAction != nil {
+		b, err := json.Marshal(t.NextAction)
+		if err != nil {
+			return nil, err
+		}
+		next = string(b)
+	}
+	md, err := metadataJSON(t.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	var settle, settleCur any
+	if t.SettlementAmount != nil {
+		settle, settleCur = t.SettlementAmount.Minor, string(t.SettlementAmount.Currency)
+	}
+	return []any{t.ID, t.MerchantID, t.Mode, t.Type, t.Reference, nullString(t.MerchantRef), t.Status,
+		t.Amount.Minor, t.Amount.Currency, t.LimitAmount, t.Country, t.Provider, t.Route, t.RouteReason,
+		t.ProviderRef, next, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
+		t.CallbackURL, md, t.FailureReason, t.ExchangeRate, settle, settleCur, micros(t.ExpiresAt),
+		nullMicros(t.ReconciledAt), micros(t.CreatedAt), micros(t.UpdatedAt)}, nil
+}
+
+func queryTxs(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Transaction, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*xaalis.Transaction
+	for rows.Next() {
+		t, err := scanTx(rows.Scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Transaction returns a transaction by id; an empty merchantID matches any
+// merchant (internal callers only: the hosted page, background work).
+func (s *Store) Transaction(ctx context.Context, merchantID, id string) (*xaalis.Transaction, error) {
+	return scanTx(s.read.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE id = ? AND (? = '' OR merchant_id = ?)`, id, merchantID, merchantID).Scan)
+}
+
+// LookupTransactions finds transactions by id, reference or merchant_ref.
+func (s *Store) LookupTransactions(ctx context.Context, merchantID, key string) ([]*xaalis.Transaction, error) {
+	return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
+		WHERE merchant_id = ? AND (id = ? OR reference = ? OR merchant_ref = ?) ORDER BY created_at`,
+		merchantID, key, key, key)
+}
+
+// TransactionByProviderRef finds a transaction by the provider's id.
+func (s *Store) TransactionByProviderRef(ctx context.Context, mode xaalis.Mode, provider, ref string) (*xaalis.Transaction, error) {
+	return scanTx(s.read.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE provider = ? AND provider_ref = ? AND mode = ?`, provider, ref, mode).Scan)
+}
+
+// Transactions lists one page of a merchant's transactions.
+func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis.PageRequest) ([]*xaalis.Transaction, int, error) {
+	where := []string{"merchant_id = ?", "mode = ?"}
+	args := []any{f.MerchantID, f.Mode}
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.Type != "" {
+		add("type = ?", f.Type)
+	}
+	if f.Status != "" {
+		add("status = ?", f.Status)
+	}
+	if f.Provider != "" {
+		add("provider = ?", f.Provider)
+	}
+	if f.MerchantRef != "" {
+		add("merchant_ref = ?", f.MerchantRef)
+	}
+	if f.From != nil {
+		add("created_at >= ?", micros(*f.From))
+	}
+	if f.To != nil {
+		add("created_at < ?", micros(*f.To))
+	}
+	w := strings.Join(where, " AND ")
+	var total int
+	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM transactions WHERE `+w, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count transactions: %w", err)
+	}
+	list, err := queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions WHERE `+w+`
+		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list transactions: %w", err)
+	}
+	return list, total, nil
+}
+
+// DueTransactions returns background work.
+func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaalis.Transaction, error) {
+	if q.Expired {
+		return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
+			WHERE status IN ('initiated', 'pending') AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
+			micros(q.Now), q.Limit)
+	}
+	return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
+		WHERE status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < ?
+		ORDER BY coalesce(reconciled_at, created_at) LIMIT ?`, micros(q.Before), q.Limit)
+}
+
+// Volume sums the limit amounts of counted payments.
+func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error) {
+	where := []string{"type = 'payment'", "mode = ?", "status IN ('pending', 'success', 'refunded', 'disputed')", "created_at >= ?"}
+	args := []any{q.Mode, micros(q.Since)}
+	if q.MerchantID != "" {
+		where, args = append(where, "merchant_id = ?"), append(args, q.MerchantID)
+	}
+	if q.Provider != "" {
+		where, args = append(where, "provider = ?"), append(args, q.Provider)
+	}
+	if q.PayerPhone != "" {
+		where, args = append(where, "payer_phone = ?"), append(args, q.PayerPhone)
+	}
+	var sum int64
+	err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(limit_amount), 0) FROM transactions WHERE `+
+		strings.Join(where, " AND "), args...).Scan(&sum)
+	return sum, err
+}
+
+// Customer returns one of the merchant's customers.
+func (s *Store) Customer(ctx context.Context, merchantID, id string) (*xaalis.Customer, error) {
+	return scanCustomer(s.read.QueryRowContext(ctx, `SELECT id, merchant_id, mode, phone, name, created_at, updated_at
+		FROM customers WHERE merchant_id = ? AND id = ?`, merchantID, id).Scan)
+}
+
+func scanCustomer(sc func(...any) error) (*xaalis.Customer, error) {
+	var c xaalis.Customer
+	var created, updated int64
+	if err := sc(&c.ID, &c.MerchantID, &c.Mode, &c.Phone, &c.Name, &created, &updated); err != nil {
+		return nil, notFound(err)
+	}
+	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &c, nil
+}
+
+// Events returns an object's events in order.
+func (s *Store) Events(ctx context.Context, objectID string) ([]*xaalis.Event, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id, merchant_id, mode, type, object_type, object_id, seq, data, created_at
+		FROM events WHERE object_id = ? ORDER BY seq`, objectID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*xaalis.Event
+	for rows.Next() {
+		var e xaalis.Event
+		var data string
+		var created int64
+		if err := rows.Scan(&e.ID, &e.MerchantID, &e.Mode, &e.Type, &e.ObjectType, &e.ObjectID, &e.Seq, &data, &created); err != nil {
+			return nil, err
+		}
+		e.Data, e.CreatedAt = json.RawMessage(data), fromMicros(created)
+		out = append(out, &e)
+	}
+	return out, rows.Err()
+}
+
+// InsertTransaction stores a new transaction.
+func (t *Tx) InsertTransaction(ctx context.Context, x *xaalis.Transaction) error {
+	args, err := txArgs(x)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO transactions (`+txColumns+`) VALUES (?`+strings.Repeat(", ?", len(args)-1)+`)`, args...)
+	if isUnique(err) && strings.Contains(err.Error(), "merchant_ref") {
+		return xaalis.ErrDuplicateMerchantRef
+	}
+	return err
+}
+
+// TransactionForUpdate reads a transaction inside the write transaction.
+func (t *Tx) TransactionForUpdate(ctx context.Context, id string) (*xaalis.Transaction, error) {
+	return scanTx(t.tx.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions WHERE id = ?`, id).Scan)
+}
+
+// TransactionByMerchantRefForUpdate reads a payment or payout by merchant_ref.
+func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode xaalis.Mode, ref string) (*xaalis.Transaction, error) {
+	return scanTx(t.tx.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE merchant_id = ? AND mode = ? AND merchant_ref = ?`, merchantID, mode, ref).Scan)
+}
+
+// UpdateTransaction writes every mutable field.
+func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error {
+	args, err := txArgs(x)
+	if err != nil {
+		return err
+	}
+	sets := make([]string, 0, len(txColumnList))
+	vals := make([]any, 0, len(txColumnList))
+	for i, c := range txColumnList {
+		switch c {
+		case "id", "merchant_id", "mode", "type", "reference", "created_at":
+			continue
+		}
+		sets = append(sets, c+" = ?")
+		vals = append(vals, args[i])
+	}
+	res, err := t.tx.ExecContext(ctx, `UPDATE transactions SET `+strings.Join(sets, ", ")+` WHERE id = ?`, append(vals, x.ID)...)
+	if err != nil {
+		return err
+	}
+	return oneRow(res)
+}
+
+// UpsertCustomer finds or creates the customer of a phone.
+func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Customer, error) {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO customers (id, merchant_id, mode, phone, name, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
+			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END`,
+		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, micros(c.CreatedAt), micros(c.UpdatedAt))
+	if err != nil {
+		return nil, err
+	}
+	return scanCustomer(t.tx.QueryRowContext(ctx, `SELECT id, merchant_id, mode, phone, name, created_at, updated_at
+		FROM customers WHERE merchant_id = ? AND mode = ? AND phone = ?`, c.MerchantID, c.Mode, c.Phone).Scan)
+}
+
+// InsertEvent stores an event after the object's last one.
+func (t *Tx) InsertEvent(ctx context.Context, e *xaalis.Event) error {
+	if err := t.tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) + 1 FROM events WHERE object_id = ?`, e.ObjectID).Scan(&e.Seq); err != nil {
+		return err
+	}
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.ID, e.MerchantID, e.Mode, e.Type, e.ObjectType, e.ObjectID, e.Seq,
+		string(e.Data), micros(e.CreatedAt))
+	return err
+}
+
+// NotificationFirstSeen records a provider notification id.
+func (t *Tx) NotificationFirstSeen(ctx context.Context, provider, eventID string, at time.Time) (bool, error) {
+	res, err := t.tx.ExecContext(ctx, `INSERT INTO provider_notifications (provider, event_id, created_at)
+		VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, provider, eventID, micros(at))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}

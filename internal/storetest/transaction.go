@@ -1,0 +1,239 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// newPayment builds a payment of merchant m, not yet stored.
+func newPayment(m *xaalis.Merchant, mode xaalis.Mode, ref string, at time.Time) *xaalis.Transaction {
+	return &xaalis.Transaction{
+		ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: mode, Type: xaalis.TypePayment, Reference: xaalis.NewReference(),
+		MerchantRef: ref, Status: xaalis.StatusInitiated, Amount: xaalis.Units(5000, xaalis.XOF), LimitAmount: 500000,
+		Country: "SN", Metadata: map[string]string{"order_id": ref}, SuccessURL: "https://shop.example/ok",
+		FailedURL: "https://shop.example/ko", ExpiresAt: at.Add(30 * time.Minute), CreatedAt: at, UpdatedAt: at,
+	}
+}
+
+func insertTx(t *testing.T, s xaalis.Store, x *xaalis.Transaction) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, x) }); err != nil {
+		t.Fatalf("insert transaction: %v", err)
+	}
+}
+
+func testTransaction(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	x := newPayment(m, xaalis.ModeTest, "order-1", t0)
+	x.SettlementAmount = &xaalis.Amount{Minor: 762, Currency: xaalis.EUR}
+	x.ExchangeRate = "0.001524"
+	insertTx(t, s, x)
+
+	got, err := s.Transaction(ctx, m.ID, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Reference != x.Reference || got.MerchantRef != "order-1" || got.Amount != x.Amount || got.LimitAmount != 500000 ||
+		got.Metadata["order_id"] != "order-1" || got.NextAction != nil || got.CustomerID != "" || !got.ExpiresAt.Equal(x.ExpiresAt) ||
+		got.SettlementAmount == nil || *got.SettlementAmount != *x.SettlementAmount || got.ExchangeRate != "0.001524" {
+		t.Fatalf("transaction = %+v", got)
+	}
+	if _, err := s.Transaction(ctx, "", x.ID); err != nil {
+		t.Fatalf("unscoped read: %v", err)
+	}
+	other := NewMerchant(t, s)
+	if _, err := s.Transaction(ctx, other.ID, x.ID); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("another merchant's transaction: %v", err)
+	}
+	// merchant_ref is unique per merchant and mode.
+	dup := newPayment(m, xaalis.ModeTest, "order-1", t0)
+	err = s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, dup) })
+	if !errors.Is(err, xaalis.ErrDuplicateMerchantRef) {
+		t.Fatalf("duplicate merchant_ref: %v", err)
+	}
+	insertTx(t, s, newPayment(m, xaalis.ModeLive, "order-1", t0))
+	insertTx(t, s, newPayment(other, xaalis.ModeTest, "order-1", t0))
+
+	for _, key := range []string{x.ID, x.Reference, "order-1"} {
+		list, err := s.LookupTransactions(ctx, m.ID, key)
+		if err != nil || len(list) == 0 {
+			t.Fatalf("lookup %q: %d, %v", key, len(list), err)
+		}
+	}
+	if list, _ := s.LookupTransactions(ctx, m.ID, "order-1"); len(list) != 2 {
+		t.Fatalf("lookup by merchant_ref across modes: %d", len(list))
+	}
+
+	// Update every mutable field.
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		cur, err := tx.TransactionForUpdate(ctx, x.ID)
+		if err != nil {
+			return err
+		}
+		byRef, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, "order-1")
+		if err != nil || byRef.ID != x.ID {
+			return fmt.Errorf("by merchant_ref: %v", err)
+		}
+		c, err := tx.UpsertCustomer(ctx, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+			Phone: "+221770000010", CreatedAt: t0, UpdatedAt: t0})
+		if err != nil {
+			return err
+		}
+		rec := t0.Add(time.Minute)
+		cur.Status, cur.Provider, cur.Route, cur.RouteReason, cur.ProviderRef = xaalis.StatusPending, "channel_b", "direct", "primary", "ref-9"
+		cur.NextAction = &xaalis.NextAction{Type: xaalis.NextOTP, USSDCode: "#144#"}
+		cur.PayerPhone, cur.PayerName, cur.CustomerID, cur.ReconciledAt = "+221770000010", "Awa", c.ID, &rec
+		cur.FailureReason, cur.UpdatedAt = "x", t0.Add(time.Hour)
+		return tx.UpdateTransaction(ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Transaction(ctx, m.ID, x.ID)
+	if got.Status != xaalis.StatusPending || got.Provider != "channel_b" || got.Route != "direct" || got.ProviderRef != "ref-9" ||
+		got.NextAction == nil || got.NextAction.USSDCode != "#144#" || got.PayerName != "Awa" || got.CustomerID == "" ||
+		got.ReconciledAt == nil || got.FailureReason != "x" || !got.UpdatedAt.Equal(t0.Add(time.Hour)) || !got.CreatedAt.Equal(t0) {
+		t.Fatalf("updated = %+v", got)
+	}
+	byProv, err := s.TransactionByProviderRef(ctx, xaalis.ModeTest, "channel_b", "ref-9")
+	if err != nil || byProv.ID != x.ID {
+		t.Fatalf("by provider ref: %v", err)
+	}
+	if _, err := s.TransactionByProviderRef(ctx, xaalis.ModeLive, "channel_b", "ref-9"); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("provider ref in the other mode: %v", err)
+	}
+	cust, err := s.Customer(ctx, m.ID, got.CustomerID)
+	if err != nil || cust.Phone != "+221770000010" {
+		t.Fatalf("customer: %+v %v", cust, err)
+	}
+	// The same phone finds the same customer; a name fills a blank one.
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		c, err := tx.UpsertCustomer(ctx, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+			Phone: "+221770000010", Name: "Awa Diop", CreatedAt: t0, UpdatedAt: t0})
+		if err == nil && (c.ID != cust.ID || c.Name != "Awa Diop") {
+			err = fmt.Errorf("upsert = %+v", c)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testTransactionList(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	for i := range 6 {
+		x := newPayment(m, xaalis.ModeTest, fmt.Sprint("o-", i), t0.Add(time.Duration(i)*time.Hour))
+		if i%2 == 0 {
+			x.Status, x.Provider = xaalis.StatusPending, "channel_a"
+		}
+		insertTx(t, s, x)
+	}
+	insertTx(t, s, newPayment(m, xaalis.ModeLive, "live", t0))
+	from, to := t0.Add(time.Hour), t0.Add(4*time.Hour)
+	for _, c := range []struct {
+		f    xaalis.TxFilter
+		want int
+	}{
+		{xaalis.TxFilter{}, 6},
+		{xaalis.TxFilter{Status: xaalis.StatusPending}, 3},
+		{xaalis.TxFilter{Provider: "channel_a"}, 3},
+		{xaalis.TxFilter{MerchantRef: "o-3"}, 1},
+		{xaalis.TxFilter{From: &from, To: &to}, 3},
+		{xaalis.TxFilter{Type: xaalis.TypePayout}, 0},
+	} {
+		c.f.MerchantID, c.f.Mode = m.ID, xaalis.ModeTest
+		list, total, err := s.Transactions(ctx, c.f, xaalis.PageRequest{Page: 1, PerPage: 2})
+		if err != nil || total != c.want || len(list) != min(2, c.want) {
+			t.Fatalf("%+v: total %d, %d listed, %v", c.f, total, len(list), err)
+		}
+		if len(list) == 2 && !list[0].CreatedAt.After(list[1].CreatedAt) {
+			t.Fatal("not newest first")
+		}
+	}
+}
+
+func testDueAndVolume(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	mk := func(ref string, st xaalis.Status, created time.Time, phone string) *xaalis.Transaction {
+		x := newPayment(m, xaalis.ModeTest, ref, created)
+		x.Status, x.PayerPhone = st, phone
+		if st == xaalis.StatusPending {
+			x.Provider, x.ProviderRef = "channel_a", "p-"+ref
+		}
+		insertTx(t, s, x)
+		return x
+	}
+	old := mk("old", xaalis.StatusPending, t0.Add(-time.Hour), "+221770000020")
+	mk("fresh", xaalis.StatusPending, t0, "+221770000020")
+	mk("init", xaalis.StatusInitiated, t0.Add(-time.Hour), "")
+	mk("done", xaalis.StatusSuccess, t0.Add(-time.Hour), "+221770000020")
+	mk("failed", xaalis.StatusFailed, t0.Add(-time.Hour), "+221770000020")
+
+	due, err := s.DueTransactions(ctx, xaalis.DueQuery{Now: t0.Add(29 * time.Minute), Limit: 10, Expired: true})
+	if err != nil || len(due) != 2 { // old and init expire at t0-30m
+		t.Fatalf("expired: %d, %v", len(due), err)
+	}
+	due, err = s.DueTransactions(ctx, xaalis.DueQuery{Now: t0, Limit: 10, Reconcile: true, Before: t0.Add(-time.Minute)})
+	if err != nil || len(due) != 1 || due[0].ID != old.ID {
+		t.Fatalf("reconcile: %d, %v", len(due), err)
+	}
+	vol, err := s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0.Add(-2 * time.Hour)})
+	if err != nil || vol != 3*500000 { // old, fresh, done
+		t.Fatalf("merchant volume %d, %v", vol, err)
+	}
+	vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0})
+	if vol != 500000 {
+		t.Fatalf("volume since t0: %d", vol)
+	}
+	vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, PayerPhone: "+221770000020", Since: t0.Add(-2 * time.Hour)})
+	if vol != 3*500000 {
+		t.Fatalf("payer volume: %d", vol)
+	}
+	vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "channel_a", Since: t0.Add(-2 * time.Hour)})
+	if vol != 2*500000 {
+		t.Fatalf("provider volume: %d", vol)
+	}
+}
+
+func testEvents(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	x := newPayment(m, xaalis.ModeTest, "ev", t0)
+	insertTx(t, s, x)
+	for i, typ := range []string{"payment.success", "payment.refunded"} {
+		e := &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: typ, ObjectType: "transaction",
+			ObjectID: x.ID, Data: []byte(`{"n":` + fmt.Sprint(i) + `}`), CreatedAt: t0}
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertEvent(ctx, e) }); err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq != int64(i+1) {
+			t.Fatalf("seq = %d", e.Seq)
+		}
+	}
+	evs, err := s.Events(ctx, x.ID)
+	if err != nil || len(evs) != 2 || evs[1].Type != "payment.refunded" || string(evs[0].Data) != `{"n":0}` {
+		t.Fatalf("events: %d, %v", len(evs), err)
+	}
+	var first, second bool
+	_ = s.Update(ctx, func(tx xaalis.Tx) (err error) {
+		first, err = tx.NotificationFirstSeen(ctx, "channel_a", "n-1", t0)
+		return
+	})
+	_ = s.Update(ctx, func(tx xaalis.Tx) (err error) {
+		second, err = tx.NotificationFirstSeen(ctx, "channel_a", "n-1", t0)
+		return
+	})
+	if !first || second {
+		t.Fatalf("notification seen: %v then %v", first, second)
+	}
+}

@@ -1,0 +1,127 @@
+package xaalis
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// NextActionType is the payer step a provider needs.
+type NextActionType string
+
+// Next action types (DECISIONS.md: Providers).
+const (
+	NextRedirect NextActionType = "redirect" // channel_a: open the wallet app
+	NextOTP      NextActionType = "otp"      // channel_b: dial a USSD code, enter the one-time code
+	NextUSSD     NextActionType = "ussd"     // channel_c: confirm the push on the handset
+)
+
+// NextAction is what the payer must do to finish a payment.
+type NextAction struct {
+	Type NextActionType `json:"type"`
+	// RedirectURL is set for redirect.
+	RedirectURL string `json:"redirect_url,omitempty"`
+	// USSDCode is the code to dial: for otp to obtain the one-time code,
+	// for ussd to find a push that did not arrive.
+	USSDCode string `json:"ussd_code,omitempty"`
+	// Instructions tell the payer, in English, what to do.
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// ProviderState is a payment's state as the provider reports it.
+type ProviderState string
+
+// Provider states.
+const (
+	ProviderPending   ProviderState = "pending"
+	ProviderSuccess   ProviderState = "success"
+	ProviderFailed    ProviderState = "failed"
+	ProviderCancelled ProviderState = "cancelled"
+)
+
+// InitiateRequest asks a provider to start collecting a payment.
+type InitiateRequest struct {
+	Mode          Mode
+	TransactionID string
+	Reference     string // TXN-...
+	Provider      string
+	Country       Country
+	Amount        Amount
+	PayerPhone    string // E.164
+	PayerName     string
+	// SubMerchant is metadata.aggregated_merchant_id, passed to channel_a.
+	SubMerchant string
+	// NotifyURL is where the provider posts its notifications.
+	NotifyURL string
+	ExpiresAt time.Time
+}
+
+// Initiation is the provider's answer to InitiateRequest.
+type Initiation struct {
+	ProviderRef string
+	NextAction  *NextAction
+	// State is usually pending; a provider may settle at once.
+	State ProviderState
+	// Route names the route that served the call and RouteReason why it
+	// was chosen (for example "primary" or "failover: direct timed out").
+	Route       string
+	RouteReason string
+}
+
+// ProviderStatus is a provider's view of one payment.
+type ProviderStatus struct {
+	State  ProviderState
+	Reason string // failure or cancellation reason, when any
+}
+
+// Notification is an inbound provider notification, verified.
+type Notification struct {
+	// EventID is the provider's own id of the notification: the same id
+	// twice is a duplicate.
+	EventID     string
+	Provider    string
+	Country     Country
+	ProviderRef string
+	State       ProviderState
+	Reason      string
+	// Dispute, when set, reports a dispute on the payment (issue 6).
+	Dispute *DisputeNotice
+}
+
+// DisputeNotice is a dispute a provider reports.
+type DisputeNotice struct {
+	Amount Amount
+	Reason string
+}
+
+// RouteHealth is the health of one route to a provider.
+type RouteHealth struct {
+	Route   string `json:"route"`
+	Healthy bool   `json:"healthy"`
+	// State is the circuit breaker's: closed, open or half_open.
+	State string `json:"state"`
+}
+
+// Gateway reaches the providers: the in-process simulators for test mode,
+// the HTTP adapters for live mode, through routing and failover.
+//
+// Initiate returns gateway_unavailable (with RetryAfter) when no route to
+// the provider is healthy or every route failed before any money moved, and
+// gateway_error when the provider refused with a business error.
+type Gateway interface {
+	Initiate(ctx context.Context, r InitiateRequest) (Initiation, error)
+	// Status polls the provider about a payment it initiated.
+	Status(ctx context.Context, mode Mode, provider, route, providerRef string) (ProviderStatus, error)
+	// SubmitOTP forwards the one-time code the payer typed (channel_b).
+	SubmitOTP(ctx context.Context, mode Mode, provider, route, providerRef, otp string) (ProviderStatus, error)
+	// PayerAction records, in test mode only, what the simulated payer did
+	// (the hosted page's test buttons and the simulate test helper): the
+	// simulator's state changes and its notification follows.
+	PayerAction(ctx context.Context, provider, providerRef string, outcome ProviderState) error
+	// VerifyNotification checks and parses an inbound notification. It
+	// returns invalid_signature, or provider_unavailable_webhook for a
+	// provider disabled for that slug or country.
+	VerifyNotification(ctx context.Context, provider string, r *http.Request, body []byte) (Notification, error)
+	// Health reports every route of a provider in a mode.
+	Health(mode Mode, provider string) []RouteHealth
+}

@@ -1,0 +1,813 @@
+package xaalis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// PaymentInput is the body of POST /v1/payments. The payer may come in any
+// one of four forms: payer{phone,name}, phone/name, payer_phone/payer_name,
+// or customer{msisdn,name}.
+type PaymentInput struct {
+	MerchantRef *string        `json:"merchant_ref"`
+	Amount      *Number        `json:"amount"`
+	Currency    *string        `json:"currency"`
+	Provider    *string        `json:"provider"`
+	Country     *string        `json:"country"`
+	Payer       *payerInput    `json:"payer"`
+	Phone       *string        `json:"phone"`
+	Name        *string        `json:"name"`
+	PayerPhone  *string        `json:"payer_phone"`
+	PayerName   *string        `json:"payer_name"`
+	Customer    *customerInput `json:"customer"`
+	SuccessURL  *string        `json:"success_url"`
+	FailedURL   *string        `json:"failed_url"`
+	CallbackURL *string        `json:"callback_url"`
+	Metadata    map[string]any `json:"metadata"`
+	ExpiresIn   *int64         `json:"expires_in"`
+}
+
+type payerInput struct {
+	Phone *string `json:"phone"`
+	Name  *string `json:"name"`
+}
+
+type customerInput struct {
+	Msisdn *string `json:"msisdn"`
+	Phone  *string `json:"phone"`
+	Name   *string `json:"name"`
+}
+
+// Payment expiry bounds, in seconds.
+const (
+	MinExpiresIn = 60
+	MaxExpiresIn = 7 * 24 * 3600
+)
+
+// payerFields merges the payer forms; two forms that disagree are a
+// validation error.
+func (in *PaymentInput) payerFields(v ValidationErrors) (phone, name string) {
+	type form struct {
+		field string
+		val   *string
+	}
+	pick := func(label string, forms []form) string {
+		got, from := "", ""
+		for _, f := range forms {
+			if f.val == nil || strings.TrimSpace(*f.val) == "" {
+				continue
+			}
+			s := strings.TrimSpace(*f.val)
+			if got != "" && s != got {
+				v.Add(f.field, fmt.Sprintf("disagrees with %s: send the payer's %s in one form only", from, label))
+				continue
+			}
+			got, from = s, f.field
+		}
+		return got
+	}
+	var pp, pn, cp, cm, cn *string
+	if in.Payer != nil {
+		pp, pn = in.Payer.Phone, in.Payer.Name
+	}
+	if in.Customer != nil {
+		cm, cp, cn = in.Customer.Msisdn, in.Customer.Phone, in.Customer.Name
+	}
+	phone = pick("phone", []form{{"payer.phone", pp}, {"phone", in.Phone}, {"payer_phone", in.PayerPhone}, {"customer.msisdn", cm}, {"customer.phone", cp}})
+	name = pick("name", []form{{"payer.name", pn}, {"name", in.Name}, {"payer_name", in.PayerName}, {"customer.name", cn}})
+	if len(name) > 200 {
+		v.Add("payer.name", "must be at most 200 characters")
+	}
+	return phone, name
+}
+
+// validURL checks an absolute http(s) URL.
+func validURL(v ValidationErrors, field string, s *string, required bool) string {
+	if s == nil || strings.TrimSpace(*s) == "" {
+		if required {
+			v.Add(field, "is required")
+		}
+		return ""
+	}
+	u, err := url.Parse(strings.TrimSpace(*s))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(*s) > 2000 {
+		v.Add(field, "must be an absolute http or https URL of at most 2000 characters")
+		return ""
+	}
+	return u.String()
+}
+
+// Convert turns an amount into another currency at an exact rate, rounding
+// half away from zero to the minor unit: big.Rat, never a float.
+func Convert(a Amount, to Currency, rate *big.Rat) Amount {
+	r := new(big.Rat).Mul(new(big.Rat).SetInt64(a.Minor), rate)
+	num, den := r.Num(), r.Denom()
+	q, m := new(big.Int).QuoRem(num, den, new(big.Int))
+	if new(big.Int).Mul(new(big.Int).Abs(m), big.NewInt(2)).Cmp(den) >= 0 {
+		if r.Sign() >= 0 {
+			q.Add(q, big.NewInt(1))
+		} else {
+			q.Sub(q, big.NewInt(1))
+		}
+	}
+	return Amount{Minor: q.Int64(), Currency: to}
+}
+
+// CreatePayment validates and creates a payment, then, when a provider is
+// named, initiates it. Errors: merchant_inactive, merchant_kyc_required,
+// validation_error, amount_must_be_positive, invalid_phone_number,
+// provider_unavailable, provider_country_unsupported,
+// merchant_provider_not_authorized, fees_unavailable,
+// amount_below_merchant_minimum, amount_below_provider_minimum,
+// amount_above_merchant_maximum, daily_limit_exceeded,
+// merchant_limit_exceeded, bceao_limit_exceeded, gateway_unavailable,
+// gateway_error.
+func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) (*Transaction, error) {
+	m := p.Merchant
+	if err := m.ActiveError(); err != nil {
+		return nil, err
+	}
+	if p.Mode() == ModeLive && m.KYC != KYCApproved {
+		return nil, E(EMerchantKYCRequired)
+	}
+	v := ValidationErrors{}
+	ref := ""
+	if in.MerchantRef == nil || strings.TrimSpace(*in.MerchantRef) == "" {
+		v.Add("merchant_ref", "is required")
+	} else if ref = strings.TrimSpace(*in.MerchantRef); len(ref) > 100 {
+		v.Add("merchant_ref", "must be at most 100 characters")
+	}
+	cur := XOF
+	if in.Currency != nil {
+		if cur = Currency(strings.ToUpper(strings.TrimSpace(*in.Currency))); !cur.Valid() {
+			v.Add("currency", "must be one of XOF, EUR, USD")
+		}
+	}
+	country := m.Country
+	if in.Country != nil {
+		if country = Country(strings.ToUpper(strings.TrimSpace(*in.Country))); !country.Valid() {
+			v.Add("country", "must be one of SN, CI, ML, BF, TG, BJ, NE, GW")
+		}
+	}
+	provider := ""
+	if in.Provider != nil && strings.TrimSpace(*in.Provider) != "" {
+		provider = strings.TrimSpace(*in.Provider)
+	}
+	phone, name := in.payerFields(v)
+	success := validURL(v, "success_url", in.SuccessURL, true)
+	failed := validURL(v, "failed_url", in.FailedURL, true)
+	callback := validURL(v, "callback_url", in.CallbackURL, false)
+	md := map[string]string{}
+	if len(in.Metadata) > MetadataMaxKeys {
+		v.Add("metadata", "at most 20 keys are allowed")
+	}
+	for k, val := range in.Metadata {
+		switch x := val.(type) {
+		case string:
+			md[k] = x
+		case json.Number:
+			md[k] = x.String()
+		case bool:
+			md[k] = fmt.Sprint(x)
+		case nil:
+		default:
+			v.Add("metadata."+k, "must be a string, number or boolean")
+		}
+	}
+	ValidateMetadata(v, md)
+	expiresIn := int64(a.Config.PaymentExpirySeconds)
+	if in.ExpiresIn != nil {
+		if expiresIn = *in.ExpiresIn; expiresIn < MinExpiresIn || expiresIn > MaxExpiresIn {
+			v.Add("expires_in", fmt.Sprintf("must be between %d and %d seconds", MinExpiresIn, MaxExpiresIn))
+		}
+	}
+	amount, err := WholeUnits(v, "amount", in.Amount, cur)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if phone != "" {
+		if phone, err = ParsePhone(phone, country); err != nil {
+			return nil, err
+		}
+	}
+	now := a.now()
+	t := &Transaction{
+		ID: a.NewID(), MerchantID: m.ID, Mode: p.Mode(), Type: TypePayment, Reference: NewReference(),
+		MerchantRef: ref, Status: StatusInitiated, Amount: amount, Country: country, PayerPhone: phone,
+		PayerName: name, SuccessURL: success, FailedURL: failed, CallbackURL: callback, Metadata: md,
+		ExpiresAt: now.Add(time.Duration(expiresIn) * time.Second), CreatedAt: now, UpdatedAt: now,
+	}
+	if err := a.price(t, m); err != nil {
+		return nil, err
+	}
+	units, err := a.inXOF(t.Amount)
+	if err != nil {
+		return nil, err
+	}
+	t.LimitAmount = units * 100
+	if err := a.checkMerchantLimits(ctx, m, t); err != nil {
+		return nil, err
+	}
+	if provider != "" {
+		if err := a.checkProvider(ctx, m, t, provider); err != nil {
+			return nil, err
+		}
+		t.Provider = provider
+	}
+	if phone != "" {
+		if err := a.checkPayerCeiling(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+
+	// The intent is durable before any provider hears of it.
+	hookNow := provider == ""
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		existing, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, ref)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		case resumable(existing, t):
+			// A retry of a creation whose initiation never reached the
+			// provider: carry on with the same payment.
+			t = existing
+			return nil
+		default:
+			return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {
+				fmt.Sprintf("is already used by %s (%s)", existing.Reference, existing.Status)}}}
+		}
+		if t.PayerPhone != "" {
+			c, err := tx.UpsertCustomer(ctx, &Customer{ID: a.NewID(), MerchantID: m.ID, Mode: t.Mode,
+				Phone: t.PayerPhone, Name: t.PayerName, CreatedAt: now, UpdatedAt: now})
+			if err != nil {
+				return fmt.Errorf("upsert customer: %w", err)
+			}
+			t.CustomerID = c.ID
+		}
+		if err := tx.InsertTransaction(ctx, t); err != nil {
+			if errors.Is(err, ErrDuplicateMerchantRef) {
+				return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
+			}
+			return fmt.Errorf("insert transaction: %w", err)
+		}
+		if hookNow {
+			return RunCommitHook(ctx, tx, a.decorate(t))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if hookNow {
+		return a.decorate(t), nil
+	}
+	return a.initiate(ctx, t.ID)
+}
+
+// resumable reports whether an existing payment with the same merchant_ref
+// is the unfinished creation of the same payment.
+func resumable(old, t *Transaction) bool {
+	return old.Type == TypePayment && old.Status == StatusInitiated && old.ProviderRef == "" &&
+		old.Provider != "" && old.Provider == t.Provider && old.Amount == t.Amount &&
+		old.PayerPhone == t.PayerPhone && old.Country == t.Country
+}
+
+// price freezes the exchange rate when the currency is not the merchant's
+// settlement currency, and the amount limits count in XOF.
+func (a *App) price(t *Transaction, m *Merchant) error {
+	if t.Amount.Currency != m.SettlementCurrency {
+		rate, ok := a.Config.Rate(t.Amount.Currency, m.SettlementCurrency)
+		if !ok {
+			return &Error{Code: EValidation, Fields: ValidationErrors{"currency": {
+				fmt.Sprintf("no exchange rate from %s to the settlement currency %s", t.Amount.Currency, m.SettlementCurrency)}}}
+		}
+		s := Convert(t.Amount, m.SettlementCurrency, rate)
+		t.SettlementAmount = &s
+		t.ExchangeRate = rate.FloatString(6)
+		t.ExchangeRate = strings.TrimRight(strings.TrimRight(t.ExchangeRate, "0"), ".")
+	}
+	return nil
+}
+
+// inXOF is an amount's worth in whole XOF units, for limits.
+func (a *App) inXOF(x Amount) (int64, error) {
+	rate, ok := a.Config.Rate(x.Currency, XOF)
+	if !ok {
+		return 0, &Error{Code: EValidation, Fields: ValidationErrors{"currency": {"no exchange rate to XOF"}}}
+	}
+	return Convert(x, XOF, rate).Minor / 100, nil
+}
+
+// checkMerchantLimits applies the merchant's floor, ceiling and daily and
+// monthly volume.
+func (a *App) checkMerchantLimits(ctx context.Context, m *Merchant, t *Transaction) error {
+	units, err := a.inXOF(t.Amount)
+	if err != nil {
+		return err
+	}
+	l := a.Config.LimitsFor(m.ID)
+	if l.MinAmount > 0 && units < l.MinAmount {
+		return E(EAmountBelowMerchantMinimum, "minimum", l.MinAmount, "currency", string(XOF))
+	}
+	if l.MaxAmount > 0 && units > l.MaxAmount {
+		return E(EAmountAboveMerchantMaximum, "maximum", l.MaxAmount, "currency", string(XOF))
+	}
+	now := a.now()
+	for _, w := range []struct {
+		limit int64
+		since time.Time
+		name  string
+	}{{l.Daily, startOfDay(now), "daily"}, {l.Monthly, startOfMonth(now), "monthly"}} {
+		if w.limit <= 0 {
+			continue
+		}
+		used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, MerchantID: m.ID, Since: w.since})
+		if err != nil {
+			return fmt.Errorf("merchant volume: %w", err)
+		}
+		if used/100+units > w.limit {
+			e := E(EMerchantLimitExceeded, "period", w.name, "limit", w.limit, "currency", string(XOF))
+			e.Message = fmt.Sprintf("The merchant's %s collection limit of %d XOF would be exceeded.", w.name, w.limit)
+			return e
+		}
+	}
+	return nil
+}
+
+// checkProvider applies a provider's rules to a payment: it exists and is
+// on, serves the country, the merchant may use it, it has a fee grid, the
+// amount is above its floor and within the merchant's daily ceiling on it.
+func (a *App) checkProvider(ctx context.Context, m *Merchant, t *Transaction, provider string) error {
+	spec, ok := a.Config.Providers[provider]
+	if !ok || !spec.Enabled || !spec.Payments {
+		return E(EProviderUnavailable, "provider", provider)
+	}
+	if !spec.Serves(t.Country) || containsCountry(spec.DisabledCountries, t.Country) {
+		return E(EProviderCountryUnsupported, "provider", provider, "country", string(t.Country))
+	}
+	if !m.AllowsProvider(provider) {
+		return E(EMerchantProviderNotAuthorized, "provider", provider)
+	}
+	if _, ok := a.Config.FeeGrid(provider, t.Country); !ok {
+		e := E(EFeesUnavailable, "provider", provider, "country", string(t.Country))
+		return e
+	}
+	units, err := a.inXOF(t.Amount)
+	if err != nil {
+		return err
+	}
+	if spec.MinAmount > 0 && units < spec.MinAmount {
+		return E(EAmountBelowProviderMinimum, "minimum", spec.MinAmount, "provider", provider, "currency", string(XOF))
+	}
+	if spec.DailyLimit > 0 {
+		used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, MerchantID: m.ID, Provider: provider, Since: startOfDay(a.now())})
+		if err != nil {
+			return fmt.Errorf("provider volume: %w", err)
+		}
+		if used/100+units > spec.DailyLimit {
+			return E(EDailyLimitExceeded, "limit", spec.DailyLimit, "currency", string(XOF), "provider", provider)
+		}
+	}
+	return nil
+}
+
+// checkPayerCeiling applies the BCEAO ceiling of the payer's tier over a
+// rolling 30 days, across every merchant.
+func (a *App) checkPayerCeiling(ctx context.Context, t *Transaction) error {
+	tier := a.Config.BCEAO.DefaultTier
+	if k, ok := a.Config.BCEAO.Phones[t.PayerPhone]; ok {
+		tier = k
+	}
+	var ceiling int64
+	for _, k := range a.Config.BCEAO.Tiers {
+		if k.Tier == tier {
+			ceiling = k.Ceiling
+		}
+	}
+	if ceiling <= 0 {
+		return nil
+	}
+	units, err := a.inXOF(t.Amount)
+	if err != nil {
+		return err
+	}
+	used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, PayerPhone: t.PayerPhone, Since: a.now().Add(-30 * 24 * time.Hour)})
+	if err != nil {
+		return fmt.Errorf("payer volume: %w", err)
+	}
+	if used/100+units > ceiling {
+		return E(EBCEAOLimitExceeded, "tier", tier, "ceiling", ceiling)
+	}
+	return nil
+}
+
+func containsCountry(list []Country, c Country) bool {
+	for _, k := range list {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+func startOfDay(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+func startOfMonth(t time.Time) time.Time {
+	y, m, _ := t.UTC().Date()
+	return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+}
+
+// decorate sets what a record shows but the database does not keep.
+func (a *App) decorate(t *Transaction) *Transaction {
+	if t.Type == TypePayment {
+		t.PaymentURL = strings.TrimRight(a.BaseURL, "/") + "/checkout/" + t.ID
+	}
+	return t
+}
+
+// initiate asks the provider to collect a payment in initiated and moves
+// it to pending (or straight to its outcome when the provider settles at
+// once). The request's commit hook runs in the transaction that records
+// the provider's answer. A provider that cannot be reached leaves the
+// payment initiated, so that a retry resumes it.
+func (a *App) initiate(ctx context.Context, id string) (*Transaction, error) {
+	t, err := a.Store.Transaction(ctx, "", id)
+	if err != nil {
+		return nil, err
+	}
+	res, gerr := a.Gateway.Initiate(ctx, InitiateRequest{
+		Mode: t.Mode, TransactionID: t.ID, Reference: t.Reference, Provider: t.Provider, Country: t.Country,
+		Amount: t.Amount, PayerPhone: t.PayerPhone, PayerName: t.PayerName,
+		SubMerchant: t.Metadata["aggregated_merchant_id"], NotifyURL: a.notifyURL(t.Provider),
+		ExpiresAt: t.ExpiresAt,
+	})
+	if gerr != nil {
+		var e *Error
+		if !errors.As(gerr, &e) {
+			gerr = E(EGatewayUnavailable, "provider", t.Provider)
+		}
+		if uerr := a.Store.Update(ctx, func(tx Tx) error {
+			cur, err := tx.TransactionForUpdate(ctx, id)
+			if err != nil {
+				return err
+			}
+			cur.FailureReason = string(ErrorCode(gerr))
+			cur.UpdatedAt = a.now()
+			return tx.UpdateTransaction(ctx, cur)
+		}); uerr != nil {
+			return nil, errors.Join(gerr, uerr)
+		}
+		return nil, gerr
+	}
+	var out *Transaction
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		cur, err := tx.TransactionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if cur.Status == StatusInitiated {
+			cur.ProviderRef, cur.NextAction = res.ProviderRef, res.NextAction
+			cur.Route, cur.RouteReason = res.Route, res.RouteReason
+			cur.FailureReason = ""
+			cur.Status = StatusPending
+			cur.UpdatedAt = a.now()
+			if err := tx.UpdateTransaction(ctx, cur); err != nil {
+				return fmt.Errorf("update transaction: %w", err)
+			}
+			if res.State != ProviderPending && res.State != "" {
+				if err := a.settle(ctx, tx, cur, res.State, ""); err != nil {
+					return err
+				}
+			}
+		}
+		out = a.decorate(cur)
+		return RunCommitHook(ctx, tx, out)
+	})
+	return out, err
+}
+
+func (a *App) notifyURL(provider string) string {
+	return strings.TrimRight(a.BaseURL, "/") + "/v1/providers/" + provider + "/notifications"
+}
+
+// settle moves an open payment to the outcome a provider reports and
+// writes its event, inside tx. A payment no longer open is left alone.
+func (a *App) settle(ctx context.Context, tx Tx, t *Transaction, state ProviderState, reason string) error {
+	if !t.Status.Open() {
+		return nil
+	}
+	var to Status
+	var ev string
+	switch state {
+	case ProviderSuccess:
+		to, ev = StatusSuccess, EventPaymentSuccess
+	case ProviderFailed:
+		to, ev = StatusFailed, EventPaymentFailed
+	case ProviderCancelled:
+		to, ev = StatusCancelled, EventPaymentCancelled
+	default:
+		return nil
+	}
+	return a.transition(ctx, tx, t, to, ev, reason)
+}
+
+// transition changes a payment's status and writes its event in tx.
+func (a *App) transition(ctx context.Context, tx Tx, t *Transaction, to Status, event, reason string) error {
+	t.Status = to
+	if to != StatusSuccess {
+		t.FailureReason = reason
+	}
+	t.UpdatedAt = a.now()
+	if err := tx.UpdateTransaction(ctx, t); err != nil {
+		return fmt.Errorf("update transaction: %w", err)
+	}
+	data, err := json.Marshal(a.decorate(t))
+	if err != nil {
+		return err
+	}
+	ev := &Event{ID: a.NewID(), MerchantID: t.MerchantID, Mode: t.Mode, Type: event, ObjectType: "transaction",
+		ObjectID: t.ID, Data: data, CreatedAt: t.UpdatedAt}
+	if err := tx.InsertEvent(ctx, ev); err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	}
+	return nil
+}
+
+// LookupTransaction finds one of the merchant's transactions by id, TXN-
+// reference (16 or 14 characters) or merchant_ref, in the key's mode. It
+// returns not_found or livemode_mismatch.
+func (a *App) LookupTransaction(ctx context.Context, p *Principal, key string) (*Transaction, error) {
+	if key == "" || len(key) > 255 {
+		return nil, ErrNotFound
+	}
+	list, err := a.Store.LookupTransactions(ctx, p.Merchant.ID, key)
+	if err != nil {
+		return nil, fmt.Errorf("lookup transaction: %w", err)
+	}
+	var other bool
+	for _, t := range list {
+		if t.Mode == p.Mode() {
+			return a.decorate(t), nil
+		}
+		other = true
+	}
+	if other {
+		return nil, E(ELivemodeMismatch)
+	}
+	return nil, ErrNotFound
+}
+
+// Payment returns a payment by id or lookup key; transactions of another
+// type are not_found here.
+func (a *App) Payment(ctx context.Context, p *Principal, key string) (*Transaction, error) {
+	t, err := a.LookupTransaction(ctx, p, key)
+	if err != nil {
+		return nil, err
+	}
+	if t.Type != TypePayment {
+		return nil, ErrNotFound
+	}
+	return t, nil
+}
+
+// Payments lists the merchant's payments in the key's mode.
+func (a *App) Payments(ctx context.Context, p *Principal, f TxFilter, page PageRequest) ([]*Transaction, Pagination, error) {
+	f.MerchantID, f.Mode, f.Type = p.Merchant.ID, p.Mode(), TypePayment
+	list, total, err := a.Store.Transactions(ctx, f, page)
+	if err != nil {
+		return nil, Pagination{}, fmt.Errorf("list payments: %w", err)
+	}
+	for _, t := range list {
+		a.decorate(t)
+	}
+	return list, NewPagination(page, total), nil
+}
+
+// Verify polls the provider about an open payment and applies what it
+// says; a change writes its event. It returns not_found,
+// livemode_mismatch, gateway_unavailable or gateway_error.
+func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transaction, error) {
+	t, err := a.Payment(ctx, p, key)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Status.Open() || t.ProviderRef == "" {
+		return a.finish(ctx, t.ID, nil)
+	}
+	st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
+	if err != nil {
+		return nil, err
+	}
+	return a.finish(ctx, t.ID, &st)
+}
+
+// finish applies a provider status (when given) to a payment, records the
+// poll, and runs the request's commit hook.
+func (a *App) finish(ctx context.Context, id string, st *ProviderStatus) (*Transaction, error) {
+	var out *Transaction
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		t, err := tx.TransactionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			now := a.now()
+			t.ReconciledAt = &now
+			if t.Status.Open() && (st.State == ProviderPending || st.State == "") {
+				if err := tx.UpdateTransaction(ctx, t); err != nil {
+					return err
+				}
+			} else if err := a.settle(ctx, tx, t, st.State, st.Reason); err != nil {
+				return err
+			}
+		}
+		out = a.decorate(t)
+		return RunCommitHook(ctx, tx, out)
+	})
+	return out, err
+}
+
+// Simulate acts as the payer of a test payment (the hosted page's test
+// buttons and POST /v1/test-helpers/payments/{id}/simulate): success,
+// failed or cancelled. It returns livemode_mismatch for a live key or
+// payment, validation_error for another outcome or a payment with no
+// provider yet, and not_found.
+func (a *App) Simulate(ctx context.Context, p *Principal, key, outcome string) (*Transaction, error) {
+	if p.Mode() != ModeTest {
+		return nil, Errorf(ELivemodeMismatch, "Test helpers take test keys only.")
+	}
+	t, err := a.Payment(ctx, p, key)
+	if err != nil {
+		return nil, err
+	}
+	return a.simulate(ctx, t, outcome)
+}
+
+func (a *App) simulate(ctx context.Context, t *Transaction, outcome string) (*Transaction, error) {
+	state := ProviderState(outcome)
+	switch state {
+	case ProviderSuccess, ProviderFailed, ProviderCancelled:
+	default:
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"outcome": {"must be success, failed or cancelled"}}}
+	}
+	if t.Mode != ModeTest {
+		return nil, E(ELivemodeMismatch)
+	}
+	if t.Status.Open() && t.ProviderRef == "" {
+		if state != ProviderCancelled {
+			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"outcome": {
+				"the payer has not chosen a provider yet; only cancelled applies"}}}
+		}
+		return a.cancel(ctx, t.ID, "cancelled by the payer")
+	}
+	if t.Status.Open() {
+		if err := a.Gateway.PayerAction(ctx, t.Provider, t.ProviderRef, state); err != nil {
+			return nil, err
+		}
+		st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
+		if err != nil {
+			return nil, err
+		}
+		return a.finish(ctx, t.ID, &st)
+	}
+	return a.finish(ctx, t.ID, nil)
+}
+
+// cancel cancels an open payment on the service's side.
+func (a *App) cancel(ctx context.Context, id, reason string) (*Transaction, error) {
+	var out *Transaction
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		t, err := tx.TransactionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.Status.Open() {
+			if err := a.transition(ctx, tx, t, StatusCancelled, EventPaymentCancelled, reason); err != nil {
+				return err
+			}
+		}
+		out = a.decorate(t)
+		return RunCommitHook(ctx, tx, out)
+	})
+	return out, err
+}
+
+// NotificationRequest is an inbound notification as received.
+type NotificationRequest struct {
+	Request *http.Request
+	Body    []byte
+}
+
+// ApplyNotification records a verified provider notification: the payment
+// it names moves to its outcome, once. It reports whether the notification
+// was a duplicate.
+func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) (duplicate bool, err error) {
+	t, err := a.Store.TransactionByProviderRef(ctx, mode, n.Provider, n.ProviderRef)
+	if err != nil {
+		return false, err
+	}
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		first, err := tx.NotificationFirstSeen(ctx, n.Provider, n.EventID, a.now())
+		if err != nil {
+			return err
+		}
+		if !first {
+			duplicate = true
+			return nil
+		}
+		cur, err := tx.TransactionForUpdate(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		return a.settle(ctx, tx, cur, n.State, n.Reason)
+	})
+	return duplicate, err
+}
+
+// HandleNotification verifies an inbound notification and applies it. It
+// returns invalid_signature, provider_unavailable_webhook, duplicate (a
+// notification already handled: answer 200, nothing done) or not_found.
+func (a *App) HandleNotification(ctx context.Context, provider string, r NotificationRequest) error {
+	n, err := a.Gateway.VerifyNotification(ctx, provider, r.Request, r.Body)
+	if err != nil {
+		return err
+	}
+	dup, err := a.ApplyNotification(ctx, ModeLive, n)
+	if err != nil {
+		return err
+	}
+	if dup {
+		return E(EDuplicate)
+	}
+	return nil
+}
+
+// ExpireDue expires open payments past their expires_at; it returns how
+// many it expired. Several processes may run it at once: each payment is
+// locked and checked again before it moves.
+func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
+	due, err := a.Store.DueTransactions(ctx, DueQuery{Now: a.now(), Limit: limit, Expired: true})
+	if err != nil {
+		return 0, fmt.Errorf("due expiries: %w", err)
+	}
+	n := 0
+	for _, d := range due {
+		err := a.Store.Update(ctx, func(tx Tx) error {
+			t, err := tx.TransactionForUpdate(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			if !t.Status.Open() || t.ExpiresAt.After(a.now()) {
+				return nil
+			}
+			n++
+			return a.transition(ctx, tx, t, StatusExpired, EventPaymentExpired, "the payer did not finish before expires_at")
+		})
+		if err != nil {
+			return n, fmt.Errorf("expire %s: %w", d.ID, err)
+		}
+	}
+	return n, nil
+}
+
+// ReconcileDue polls the provider about payments pending longer than the
+// configured delay, recovering lost notifications; it returns how many
+// payments changed.
+func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
+	now := a.now()
+	due, err := a.Store.DueTransactions(ctx, DueQuery{Now: now, Limit: limit, Reconcile: true,
+		Before: now.Add(-time.Duration(a.Config.ReconcileAfterSeconds) * time.Second)})
+	if err != nil {
+		return 0, fmt.Errorf("due reconciliations: %w", err)
+	}
+	changed := 0
+	for _, t := range due {
+		st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
+		if err != nil {
+			// The provider is down: poll again next round.
+			continue
+		}
+		after, err := a.finish(ctx, t.ID, &st)
+		if err != nil {
+			return changed, fmt.Errorf("reconcile %s: %w", t.ID, err)
+		}
+		if after.Status != t.Status {
+			changed++
+		}
+	}
+	return changed, nil
+}
