@@ -4,6 +4,7 @@
 //	xaalis migrate    apply database migrations and exit
 //	xaalis merchant   create and update merchants
 //	xaalis key        issue and revoke API keys
+//	xaalis provider-emulator  emulate the providers' HTTP APIs
 //
 // Every command takes --database-url (XAALIS_DATABASE_URL).
 package main
@@ -49,6 +50,7 @@ Commands:
   merchant update ID     change a merchant's status, KYC, providers or IP allowlist
   key create             issue an API key
   key revoke KEY_ID      revoke an API key
+  provider-emulator      run the emulator of the providers' HTTP APIs (live mode in development)
 
 Run 'xaalis <command> -h' for the flags of a command.
 `
@@ -65,6 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdServe(ctx, args[1:], getenv, stdout, stderr)
 	case "migrate":
 		return cmdMigrate(ctx, args[1:], getenv, stdout, stderr)
+	case "provider-emulator":
+		return cmdProviderEmulator(ctx, args[1:], getenv, stdout, stderr)
 	case "merchant":
 		if len(args) < 2 {
 			return usagef("merchant: expected create or update")

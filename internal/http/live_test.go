@@ -1,0 +1,177 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// liveEnv is a server whose live mode reaches the provider emulator over
+// HTTP, and a merchant whose KYC is approved.
+func liveEnv(t *testing.T, b backend) (*env, *provider.Emulator, xaalis.MerchantKeys) {
+	emu := provider.NewEmulator(provider.EmulatorOptions{})
+	emuSrv := httptest.NewServer(emu)
+	t.Cleanup(func() { emuSrv.Close(); emu.Close() })
+	e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+		cfg := *a.Config
+		cfg.Providers = map[string]xaalis.ProviderSpec{}
+		for name, spec := range a.Config.Providers {
+			routes := make([]xaalis.RouteSpec, len(spec.Routes))
+			for i, r := range spec.Routes {
+				r.BaseURL = strings.Replace(r.BaseURL, "http://127.0.0.1:9090", emuSrv.URL, 1)
+				r.TimeoutMS = 2000
+				routes[i] = r
+			}
+			spec.Routes = routes
+			cfg.Providers[name] = spec
+		}
+		cfg.ReconcileAfterSeconds = 60
+		a.Config = &cfg
+		a.Gateway = provider.New(&cfg, provider.Options{BreakerThreshold: 3, BreakerCooldown: time.Minute})
+	})
+	id, keys := e.merchant()
+	kyc := xaalis.KYCApproved
+	if _, err := e.app.UpdateMerchant(context.Background(), id, xaalis.MerchantUpdate{KYC: &kyc}); err != nil {
+		t.Fatal(err)
+	}
+	return e, emu, keys
+}
+
+func (e *env) status(t *testing.T, key, id string) string {
+	t.Helper()
+	var p txRecord
+	e.do(call{method: "GET", path: "/v1/payments/" + id, key: key}).want(t, 200, "").data(t, &p)
+	return p.Status
+}
+
+// postNotification sends a provider notification signed with secret.
+func (e *env) postNotification(t *testing.T, prov, secret string, ev provider.Event, at time.Time) *response {
+	t.Helper()
+	body, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.do(call{method: "POST", path: "/v1/providers/" + prov + "/notifications", body: string(body),
+		header: map[string]string{provider.SignatureHeader: provider.Sign(secret, at, body)}})
+}
+
+func TestLivePayments(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		secretB := e.app.Config.Providers["channel_b"].Routes[0].NotifySecret
+
+		t.Run("OKNotification", func(t *testing.T) {
+			r, p := e.pay(t, keys.SecretLive, "live-1", `"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+			r.want(t, 201, "")
+			if p.Status != "pending" || !p.Livemode || p.Route == nil || p.Route.Name != "direct" || p.NextAction == nil || p.NextAction.Type != "otp" {
+				t.Fatalf("live payment: %s", r.body)
+			}
+			ref := providerRef(t, e, p.ID)
+			d, err := emu.PayerAct(ref, xaalis.ProviderSuccess)
+			if err != nil || !d.Sent || d.Status != http.StatusOK {
+				t.Fatalf("the provider's notification: %+v, %v", d, err)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("after the notification: %s", st)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPaymentSuccess {
+				t.Fatalf("events %v", evs)
+			}
+			// The same notification again: 200 duplicate, nothing done.
+			ev := provider.Event{EventID: d.EventID, Type: provider.EventCollectionUpdated, Country: "SN",
+				Collection: provider.EventCollection{ID: ref, Status: "failed"}}
+			r = e.postNotification(t, "channel_b", secretB, ev, time.Now()).want(t, 200, "")
+			if !strings.Contains(string(r.body), `"duplicate"`) {
+				t.Fatalf("duplicate: %s", r.body)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("a duplicate changed the payment: %s", st)
+			}
+		})
+		t.Run("ErrInvalidSignature", func(t *testing.T) {
+			ev := provider.Event{EventID: "ev-x", Type: provider.EventCollectionUpdated, Country: "SN",
+				Collection: provider.EventCollection{ID: "nope", Status: "success"}}
+			e.postNotification(t, "channel_b", "wrong-secret", ev, time.Now()).want(t, 401, xaalis.EInvalidSignature)
+			e.postNotification(t, "channel_b", secretB, ev, time.Now().Add(-10*time.Minute)).want(t, 401, xaalis.EInvalidSignature)
+			e.do(call{method: "POST", path: "/v1/providers/channel_b/notifications", body: `{"event_id":"x"}`}).want(t, 401, xaalis.EInvalidSignature)
+		})
+		t.Run("ErrProviderUnavailableWebhook", func(t *testing.T) {
+			ev := provider.Event{EventID: "ev-z", Type: provider.EventCollectionUpdated, Country: "SN",
+				Collection: provider.EventCollection{ID: "col-1", Status: "success"}}
+			e.postNotification(t, "channel_z", secretB, ev, time.Now()).want(t, 404, xaalis.EProviderUnavailableWebhook)
+			// channel_c serves Senegal only.
+			ev.Country = "CI"
+			e.postNotification(t, "channel_c", e.app.Config.Providers["channel_c"].Routes[0].NotifySecret, ev, time.Now()).
+				want(t, 404, xaalis.EProviderUnavailableWebhook)
+		})
+		t.Run("OKFailover", func(t *testing.T) {
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
+			r, p := e.pay(t, keys.SecretLive, "failover-1", `"provider":"channel_a","payer":{"phone":"+221771234568"}`)
+			r.want(t, 201, "")
+			if p.Status != "pending" || p.Route == nil || p.Route.Name != "aggregator" || !strings.Contains(p.Route.Reason, "failover") {
+				t.Fatalf("failover: %s", r.body)
+			}
+			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("failed-over payment: %s", st)
+			}
+		})
+		t.Run("ErrGatewayUnavailable", func(t *testing.T) {
+			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_c", "direct", provider.RouteSwitches{})
+			r, _ := e.pay(t, keys.SecretLive, "down-1", `"provider":"channel_c","payer":{"phone":"+221771234569"}`)
+			r.want(t, 503, xaalis.EGatewayUnavailable)
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("no Retry-After")
+			}
+		})
+		t.Run("OKReconcileLostCallback", func(t *testing.T) {
+			if err := emu.SetProvider("channel_b", provider.ProviderSwitches{LoseCallbacks: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetProvider("channel_b", provider.ProviderSwitches{})
+			_, p := e.pay(t, keys.SecretLive, "lost-1", `"provider":"channel_b","payer":{"phone":"+221771234570"}`)
+			d, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess)
+			if err != nil || !d.Lost {
+				t.Fatalf("lost callback: %+v %v", d, err)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "pending" {
+				t.Fatalf("before reconciliation: %s", st)
+			}
+			e.clock.Advance(61 * time.Second)
+			defer e.clock.Advance(-61 * time.Second)
+			n, err := e.app.ReconcileDue(context.Background(), 100)
+			if err != nil || n < 1 {
+				t.Fatalf("reconciled %d, %v", n, err)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("after reconciliation: %s", st)
+			}
+		})
+		t.Run("OKOTPLive", func(t *testing.T) {
+			_, p := e.pay(t, keys.SecretLive, "otp-1", `"provider":"channel_b","payer":{"phone":"+221771234571"}`)
+			if _, err := e.app.SubmitOTP(context.Background(), p.ID, "000000"); xaalis.ErrorCode(err) != xaalis.EValidation {
+				t.Fatalf("wrong code: %v", err)
+			}
+			after, err := e.app.SubmitOTP(context.Background(), p.ID, provider.TestOTP)
+			if err != nil || after.Status != xaalis.StatusSuccess {
+				t.Fatalf("right code: %v, %v", after, err)
+			}
+		})
+	})
+}

@@ -1,0 +1,250 @@
+package provider
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// simRoute is the one route of test mode.
+const simRoute = "simulator"
+
+// Codes the payer dials.
+const (
+	OTPUSSDCode  = "#144*391#" // OTP providers: dial to receive the code
+	PushUSSDCode = "*144#"     // USSD push providers: find a lost push
+)
+
+// nextAction is the payer step of a provider's collection ref.
+func nextAction(provider string, kind xaalis.NextActionType, ref string) *xaalis.NextAction {
+	switch kind {
+	case xaalis.NextRedirect:
+		host := "wallet." + strings.ReplaceAll(provider, "_", "-") + ".example"
+		return &xaalis.NextAction{
+			Type:         xaalis.NextRedirect,
+			RedirectURL:  "https://" + host + "/pay/" + ref,
+			Instructions: "Open the link to approve the payment in your wallet app.",
+		}
+	case xaalis.NextOTP:
+		return &xaalis.NextAction{
+			Type:         xaalis.NextOTP,
+			USSDCode:     OTPUSSDCode,
+			Instructions: "Dial " + OTPUSSDCode + " on your phone to receive a 6-digit code, then enter that code to confirm the payment.",
+		}
+	case xaalis.NextUSSD:
+		return &xaalis.NextAction{
+			Type:         xaalis.NextUSSD,
+			USSDCode:     PushUSSDCode,
+			Instructions: "Confirm the payment request sent to your phone with your PIN. If it did not arrive, dial " + PushUSSDCode + ".",
+		}
+	}
+	return nil
+}
+
+// settleAtOnce maps the magic suffixes that settle a collection at once
+// to their state and reason.
+func settleAtOnce(m Magic) (xaalis.ProviderState, string, bool) {
+	switch m {
+	case MagicSuccess:
+		return xaalis.ProviderSuccess, "", true
+	case MagicFailed:
+		return xaalis.ProviderFailed, ReasonInsufficientFunds, true
+	case MagicCancelled:
+		return xaalis.ProviderCancelled, ReasonPayerCancelled, true
+	}
+	return "", "", false
+}
+
+// payerReason is the reason recorded when the payer chooses an outcome.
+func payerReason(s xaalis.ProviderState) string {
+	switch s {
+	case xaalis.ProviderFailed:
+		return ReasonPayerDeclined
+	case xaalis.ProviderCancelled:
+		return ReasonPayerCancelled
+	}
+	return ""
+}
+
+// simCollection is a collection a simulator holds.
+type simCollection struct {
+	ref         string
+	reference   string
+	state       xaalis.ProviderState
+	reason      string
+	amount      xaalis.Amount
+	phone       string
+	country     xaalis.Country
+	magic       Magic
+	otpAttempts int
+	created     time.Time
+	next        *xaalis.NextAction
+}
+
+// simulator is one provider in test mode: real state, in memory.
+type simulator struct {
+	provider string
+	prefix   string // sim_a_, sim_b_, ...
+	g        *Gateway
+
+	mu          sync.Mutex
+	collections map[string]*simCollection // by provider ref
+	byReference map[string]string         // Xaalis reference -> provider ref
+}
+
+func newSimulator(provider string, g *Gateway) *simulator {
+	suffix := provider
+	if i := strings.LastIndexByte(provider, '_'); i >= 0 {
+		suffix = provider[i+1:]
+	}
+	return &simulator{
+		provider:    provider,
+		prefix:      "sim_" + suffix + "_",
+		g:           g,
+		collections: make(map[string]*simCollection),
+		byReference: make(map[string]string),
+	}
+}
+
+func (s *simulator) initiate(r xaalis.InitiateRequest) (xaalis.Initiation, error) {
+	spec, err := s.g.checkServes(s.provider, r.Country)
+	if err != nil {
+		return xaalis.Initiation{}, err
+	}
+	magic := MagicOf(r.PayerPhone)
+	switch magic {
+	case MagicRefused:
+		return xaalis.Initiation{}, refuse(s.provider, "The provider refused the payment (test number ending %s).", magic)
+	case MagicUnreachable:
+		return xaalis.Initiation{}, unavailable(s.provider, 30*time.Second, "The provider is unreachable (test number ending %s).", magic)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The same reference is the same collection, as with a real provider
+	// and its Idempotency-Key.
+	if ref, ok := s.byReference[r.Reference]; ok && r.Reference != "" {
+		return s.collections[ref].initiation(), nil
+	}
+	c := &simCollection{
+		ref:       randomID(s.prefix),
+		reference: r.Reference,
+		state:     xaalis.ProviderPending,
+		amount:    r.Amount,
+		phone:     r.PayerPhone,
+		country:   r.Country,
+		magic:     magic,
+		created:   s.g.now(),
+	}
+	if st, reason, ok := settleAtOnce(magic); ok {
+		c.state, c.reason = st, reason
+	} else {
+		c.next = nextAction(s.provider, spec.NextAction, c.ref)
+	}
+	s.collections[c.ref] = c
+	if r.Reference != "" {
+		s.byReference[r.Reference] = c.ref
+	}
+	return c.initiation(), nil
+}
+
+func (c *simCollection) initiation() xaalis.Initiation {
+	in := xaalis.Initiation{ProviderRef: c.ref, State: c.state, Route: simRoute, RouteReason: "test mode"}
+	if c.state == xaalis.ProviderPending && c.next != nil {
+		n := *c.next
+		in.NextAction = &n
+	}
+	return in
+}
+
+func (s *simulator) status(ref string) xaalis.ProviderStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.collections[ref]
+	if !ok {
+		return xaalis.ProviderStatus{State: xaalis.ProviderPending, Reason: ReasonUnknownToSimulator}
+	}
+	return xaalis.ProviderStatus{State: c.state, Reason: c.reason}
+}
+
+func (s *simulator) submitOTP(ref, otp string) (xaalis.ProviderStatus, error) {
+	s.mu.Lock()
+	c, ok := s.collections[ref]
+	if !ok {
+		s.mu.Unlock()
+		return xaalis.ProviderStatus{}, refuse(s.provider, "The simulator knows no collection %q.", ref)
+	}
+	if c.state != xaalis.ProviderPending {
+		st := xaalis.ProviderStatus{State: c.state, Reason: c.reason}
+		s.mu.Unlock()
+		return st, nil
+	}
+	if c.magic == MagicNoPayer {
+		s.mu.Unlock()
+		return xaalis.ProviderStatus{State: xaalis.ProviderPending, Reason: ReasonNoPayer}, nil
+	}
+	if otp == TestOTP {
+		c.state, c.reason = xaalis.ProviderSuccess, ""
+	} else {
+		c.otpAttempts++
+		c.reason = ReasonWrongOTP
+		if c.otpAttempts >= MaxOTPAttempts {
+			c.state, c.reason = xaalis.ProviderFailed, ReasonTooManyWrongOTP
+		}
+	}
+	n := s.notification(c)
+	s.mu.Unlock()
+	if n.State != xaalis.ProviderPending {
+		s.notify(context.Background(), n)
+	}
+	return xaalis.ProviderStatus{State: n.State, Reason: n.Reason}, nil
+}
+
+func (s *simulator) payerAction(ctx context.Context, ref string, outcome xaalis.ProviderState) error {
+	switch outcome {
+	case xaalis.ProviderSuccess, xaalis.ProviderFailed, xaalis.ProviderCancelled:
+	default:
+		return xaalis.Errorf(xaalis.EValidation, "The outcome must be success, failed or cancelled, not %q.", outcome)
+	}
+	s.mu.Lock()
+	c, ok := s.collections[ref]
+	var e *xaalis.Error
+	switch {
+	case !ok:
+		e = refuse(s.provider, "The simulator knows no collection %q (its state is lost on restart).", ref)
+	case c.state != xaalis.ProviderPending:
+		e = refuse(s.provider, "The collection %s is already %s.", ref, c.state)
+	case c.magic == MagicNoPayer:
+		e = refuse(s.provider, "The collection %s has no payer (test number ending %s): it stays pending.", ref, MagicNoPayer)
+	}
+	if e != nil {
+		s.mu.Unlock()
+		return e
+	}
+	c.state, c.reason = outcome, payerReason(outcome)
+	n := s.notification(c)
+	s.mu.Unlock()
+	s.notify(context.WithoutCancel(ctx), n)
+	return nil
+}
+
+func (s *simulator) notification(c *simCollection) xaalis.Notification {
+	return xaalis.Notification{
+		EventID:     randomID("evt_sim_"),
+		Provider:    s.provider,
+		Country:     c.country,
+		ProviderRef: c.ref,
+		State:       c.state,
+		Reason:      c.reason,
+	}
+}
+
+// notify delivers n to Options.Notify in its own goroutine, as a real
+// provider's webhook arrives on its own.
+func (s *simulator) notify(ctx context.Context, n xaalis.Notification) {
+	if f := s.g.opts.Notify; f != nil {
+		go f(ctx, n)
+	}
+}
