@@ -189,10 +189,8 @@ func (g *Gateway) noRoute(provider string, routes []xaalis.RouteSpec, passed []s
 	case retry < time.Second:
 		retry = time.Second
 	default:
-		retry = retry.Round(time.Second)
-		if retry < time.Second {
-			retry = time.Second
-		}
+		// Whole seconds, rounded up: Retry-After must not invite an early retry.
+		retry = (retry + time.Second - 1).Truncate(time.Second)
 	}
 	return unavailable(provider, retry, "No route to the provider %s is available (%s).", provider, strings.Join(passed, "; "))
 }

@@ -73,11 +73,9 @@ func TestVerifyNotification(t *testing.T) {
 	})
 	t.Run("OKSeveralSignatures", func(t *testing.T) {
 		good := provider.Sign(secretA, now, body)
-		_, v1, _ := strings.Cut(good, ",")
-		h := "t=" + now.Format("") + "x"
-		h = strings.Replace(good, ",", ",v1="+strings.Repeat("0", 64)+",", 1)
+		h := strings.Replace(good, ",", ",v1="+strings.Repeat("0", 64)+",", 1)
 		if _, err := verify("channel_a", h, body); err != nil {
-			t.Fatalf("%s: %v (%s)", h, err, v1)
+			t.Fatalf("%s: %v", h, err)
 		}
 	})
 	t.Run("OKWithinTolerance", func(t *testing.T) {
@@ -209,13 +207,10 @@ func FuzzVerifyNotification(f *testing.F) {
 		default:
 			t.Fatalf("state %q", n.State)
 		}
-		if !resign {
-			// Accepted under a fuzzed header: it must still be our
-			// signature of exactly this body.
-			if !strings.Contains(header, strings.TrimPrefix(strings.SplitN(provider.Sign(secretA, now, body), ",", 2)[1], "")) &&
-				!withinTolerance(header, body, now) {
-				t.Fatalf("accepted a forged signature %q", header)
-			}
+		// Accepted under a fuzzed header: it must still carry our signature
+		// of exactly this body at a timestamp within tolerance.
+		if !resign && !withinTolerance(header, body, now) {
+			t.Fatalf("accepted a forged signature %q", header)
 		}
 	})
 }
@@ -238,7 +233,7 @@ func withinTolerance(header string, body []byte, now time.Time) bool {
 			}
 			sig := provider.Sign(secretA, t, body)
 			_, v1, _ := strings.Cut(sig, ",")
-			return strings.Contains(header, v1)
+			return strings.Contains(strings.ToLower(header), v1)
 		}
 	}
 	return false
