@@ -557,3 +557,42 @@ func TestMethodNotAllowedEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiryAcrossProcesses: two servers expire the same payments at the
+// same time on one PostgreSQL database; each payment expires once, with
+// one event.
+func TestExpiryAcrossProcesses(t *testing.T) {
+	url := pgtest.URL(t)
+	e1 := newEnv(t, openPostgresURL(t, url))
+	e2 := newEnv(t, openPostgresURL(t, url))
+	_, keys := e1.merchant()
+	var ids []string
+	for i := range 20 {
+		_, p := e1.pay(t, keys.SecretTest, fmt.Sprint("exp-", i), `"expires_in":60`)
+		ids = append(ids, p.ID)
+	}
+	e1.clock.Advance(2 * time.Minute)
+	e2.clock.Advance(2 * time.Minute)
+	var wg sync.WaitGroup
+	counts := make([]int, 4)
+	for i := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := []*env{e1, e2}[i%2].app.ExpireDue(context.Background(), 100)
+			if err != nil {
+				t.Error(err)
+			}
+			counts[i] = n
+		}()
+	}
+	wg.Wait()
+	if total := counts[0] + counts[1] + counts[2] + counts[3]; total != 20 {
+		t.Fatalf("expired %v = %d payments, want 20", counts, total)
+	}
+	for _, id := range ids {
+		if evs := e1.events(t, id); len(evs) != 1 || evs[0] != xaalis.EventPaymentExpired {
+			t.Fatalf("%s: events %v", id, evs)
+		}
+	}
+}

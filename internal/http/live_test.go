@@ -163,6 +163,15 @@ func TestLivePayments(t *testing.T) {
 				t.Fatalf("after reconciliation: %s", st)
 			}
 		})
+		t.Run("OKSubMerchant", func(t *testing.T) {
+			for _, c := range []struct{ provider, want string }{{"channel_a", "sub-42"}, {"channel_b", ""}} {
+				_, p := e.pay(t, keys.SecretLive, "sub-"+c.provider, `"provider":"`+c.provider+`","payer":{"phone":"+221771234572"},"metadata":{"aggregated_merchant_id":"sub-42"}`)
+				col, ok := emu.Collection(providerRef(t, e, p.ID))
+				if !ok || col.SubMerchant != c.want || col.Reference != p.Reference || col.Amount != 500000 {
+					t.Fatalf("%s: the provider got %+v", c.provider, col)
+				}
+			}
+		})
 		t.Run("OKOTPLive", func(t *testing.T) {
 			_, p := e.pay(t, keys.SecretLive, "otp-1", `"provider":"channel_b","payer":{"phone":"+221771234571"}`)
 			if _, err := e.app.SubmitOTP(context.Background(), p.ID, "000000"); xaalis.ErrorCode(err) != xaalis.EValidation {

@@ -766,19 +766,24 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 	}
 	n := 0
 	for _, d := range due {
+		expired := false
 		err := a.Store.Update(ctx, func(tx Tx) error {
 			t, err := tx.TransactionForUpdate(ctx, d.ID)
 			if err != nil {
 				return err
 			}
+			// Another process may have moved it since it was read.
 			if !t.Status.Open() || t.ExpiresAt.After(a.now()) {
 				return nil
 			}
-			n++
+			expired = true
 			return a.transition(ctx, tx, t, StatusExpired, EventPaymentExpired, "the payer did not finish before expires_at")
 		})
 		if err != nil {
 			return n, fmt.Errorf("expire %s: %w", d.ID, err)
+		}
+		if expired {
+			n++
 		}
 	}
 	return n, nil
