@@ -226,6 +226,10 @@ func (e *env) do(c call) *response {
 	if res.Header.Get("X-Request-Id") == "" {
 		e.t.Errorf("%s %s: no X-Request-Id", c.method, c.path)
 	}
+	if in == nil && r.status != http.StatusNotFound && r.status != http.StatusMethodNotAllowed {
+		// The server serves a route the contract does not describe.
+		e.t.Fatalf("%s %s answered %d but is missing from api/openapi.yaml: %v", c.method, c.path, r.status, routeErr)
+	}
 	if in != nil {
 		err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
 			RequestValidationInput: in, Status: r.status, Header: r.header,

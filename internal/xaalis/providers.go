@@ -49,7 +49,9 @@ func (a *App) ProvidersFor(p *Principal, country Country) []ProviderInfo {
 			Payouts: spec.Payouts, Refunds: spec.Refunds, NextAction: spec.NextAction, MinAmount: spec.MinAmount,
 			Currency: XOF, Allowed: p.Merchant.AllowsProvider(n), Livemode: p.Mode().Live(), Routes: []RouteHealth{}}
 		if a.Gateway != nil {
-			info.Routes = a.Gateway.Health(p.Mode(), n)
+			if h := a.Gateway.Health(p.Mode(), n); h != nil {
+				info.Routes = h
+			}
 		}
 		for _, r := range info.Routes {
 			info.Healthy = info.Healthy || r.Healthy
