@@ -1,6 +1,9 @@
 package http
 
-import "github.com/xaalis/xaalis/internal/xaalis"
+import (
+	"github.com/xaalis/xaalis/internal/checkout"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
 
 // routes lists every route of the API in one place.
 func (s *Server) routes() {
@@ -22,6 +25,18 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/status/{reference}", s.api(statusRead, s.handleStatus))
 	s.mux.Handle("GET /v1/providers", s.api(read, s.handleProviders))
 	s.mux.HandleFunc("POST /v1/providers/{provider}/notifications", s.handleProviderNotification)
+
+	// The hosted payment page: the payment URL is the payer's credential;
+	// browser form posts carry no API key and no Idempotency-Key.
+	pages := &checkout.Pages{App: s.App, Logger: s.Logger}
+	s.mux.HandleFunc("GET /checkout/{id}", pages.Show)
+	s.mux.HandleFunc("POST /checkout/{id}/provider", pages.Choose)
+	s.mux.HandleFunc("POST /checkout/{id}/otp", pages.OTP)
+	s.mux.HandleFunc("POST /checkout/{id}/simulate", pages.Simulate)
+	s.mux.HandleFunc("POST /checkout/{id}/cancel", pages.Cancel)
+	s.mux.HandleFunc("GET /checkout/{id}/status", pages.StatusJSON)
+	s.mux.HandleFunc("GET /checkout-assets/{name}", pages.Asset)
+	s.mux.HandleFunc("GET /v1/checkout.js", pages.Script)
 
 	s.mux.Handle("POST /v1/plans", s.api(initiate, s.handlePlanCreate))
 	s.mux.Handle("GET /v1/plans", s.api(read, s.handlePlanList))

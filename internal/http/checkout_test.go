@@ -1,0 +1,60 @@
+package http_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/xaalis/xaalis/internal/provider"
+)
+
+// TestHostedCheckout walks the hosted page through the real server: the
+// payer picks a provider, enters the code, and the page reports success.
+func TestHostedCheckout(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.PublishableTest, "hosted-1", `"payer":{"phone":"+221771234567"}`)
+		form := func(path string, v url.Values, origin string) *response {
+			return e.do(call{method: "POST", path: path, body: v.Encode(), header: map[string]string{
+				"Content-Type": "application/x-www-form-urlencoded", "Origin": origin}})
+		}
+		page := e.do(call{method: "GET", path: "/checkout/" + p.ID + "?lang=en"}).want(t, 200, "")
+		for _, want := range []string{"channel_a", "channel_b", "channel_c", "221771234567", p.Reference, "Test mode"} {
+			if !strings.Contains(string(page.body), want) {
+				t.Fatalf("page lacks %q", want)
+			}
+		}
+		if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+			t.Fatalf("CSP = %q", csp)
+		}
+		// A form posted from another site is refused.
+		if r := form("/checkout/"+p.ID+"/provider", url.Values{"provider": {"channel_b"}}, "https://evil.example"); r.status != 403 {
+			t.Fatalf("cross-site post: %d", r.status)
+		}
+		r := form("/checkout/"+p.ID+"/provider", url.Values{"provider": {"channel_b"}}, e.srv.URL)
+		if r.status != 303 || !strings.HasPrefix(r.header.Get("Location"), "/checkout/"+p.ID) {
+			t.Fatalf("choose: %d %s", r.status, r.header.Get("Location"))
+		}
+		var got txRecord
+		e.do(call{method: "GET", path: "/v1/payments/" + p.ID, key: keys.SecretTest}).data(t, &got)
+		if got.Status != "pending" || got.NextAction == nil || got.NextAction.Type != "otp" {
+			t.Fatalf("after the choice: %+v", got)
+		}
+		page = e.do(call{method: "GET", path: "/checkout/" + p.ID + "?lang=fr"}).want(t, 200, "")
+		if !strings.Contains(string(page.body), `name="otp"`) {
+			t.Fatal("no OTP form on the page")
+		}
+		form("/checkout/"+p.ID+"/otp", url.Values{"otp": {provider.TestOTP}}, e.srv.URL)
+		st := e.do(call{method: "GET", path: "/checkout/" + p.ID + "/status"}).want(t, 200, "")
+		if !strings.Contains(string(st.body), `"status":"success"`) || !strings.Contains(string(st.body), "https://shop.example/ok?reference="+p.Reference) {
+			t.Fatalf("status: %s", st.body)
+		}
+		if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != "payment.success" {
+			t.Fatalf("events %v", evs)
+		}
+		e.do(call{method: "GET", path: "/checkout/00000000-0000-0000-0000-000000000000"}).want(t, 404, "")
+		e.do(call{method: "GET", path: "/v1/checkout.js"}).want(t, 200, "")
+		e.do(call{method: "GET", path: "/checkout-assets/checkout.css"}).want(t, 200, "")
+	})
+}
