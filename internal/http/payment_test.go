@@ -37,7 +37,11 @@ type txRecord struct {
 
 // payBody is a valid creation body; extra fields are merged in.
 func payBody(ref string, extra string) string {
-	b := `{"merchant_ref":"` + ref + `","amount":5000,"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"`
+	amount := `"amount":5000,`
+	if strings.Contains(extra, `"amount":`) {
+		amount = "" // the extra fields carry their own
+	}
+	b := `{"merchant_ref":"` + ref + `",` + amount + `"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"`
 	if extra != "" {
 		b += "," + extra
 	}
@@ -462,3 +466,30 @@ func providerRef(t *testing.T, e *env, id string) string {
 
 // ReferenceOrID lets a test use the reference where an id is expected.
 func (p txRecord) ReferenceOrID() string { return p.Reference }
+
+func TestPaymentMonthlyLimit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+			cfg := *a.Config
+			cfg.MerchantLimits = xaalis.Limits{MinAmount: 100, MaxAmount: 1000000, Monthly: 250000}
+			a.Config = &cfg
+		})
+		_, keys := e.merchant()
+		for i := range 2 {
+			r, _ := e.pay(t, keys.SecretTest, fmt.Sprint("month-", i), `"amount":100000,"provider":"channel_a","payer":{"phone":"+22177123470`+fmt.Sprint(i)+`"}`)
+			r.want(t, 201, "")
+		}
+		r, _ := e.pay(t, keys.SecretTest, "month-2", `"amount":60000,"provider":"channel_a","payer":{"phone":"+221771234709"}`)
+		r.want(t, 422, xaalis.EMerchantLimitExceeded)
+		if !strings.Contains(r.err.Message, "monthly") || r.err.Context["period"] != "monthly" {
+			t.Fatalf("monthly limit: %s", r.body)
+		}
+		// A failed payment frees its share of the limit.
+		_, p := e.pay(t, keys.SecretTest, "month-3", `"amount":50000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneFailed+`"}`)
+		if p.Status != "failed" {
+			t.Fatalf("status %s", p.Status)
+		}
+		r, _ = e.pay(t, keys.SecretTest, "month-4", `"amount":50000,"provider":"channel_a","payer":{"phone":"+221771234710"}`)
+		r.want(t, 201, "")
+	})
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+var emulatorListening = regexp.MustCompile(`Provider emulator listening on (http://\S+)`)
+
+// TestProviderEmulatorLive runs xaalis provider-emulator and a live-only
+// xaalis serve configured to reach it: a live payment goes pending at the
+// emulator, the payer acts through the emulator's control API, and its
+// signed notification settles the payment.
+func TestProviderEmulatorLive(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"provider-emulator", "--addr", "127.0.0.1:0", "--down", "channel_a/direct"}, envOf(), out, &syncBuffer{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("provider-emulator: %v", err)
+		}
+	})
+	var emu string
+	for deadline := time.Now().Add(10 * time.Second); emu == ""; time.Sleep(5 * time.Millisecond) {
+		if m := emulatorListening.FindStringSubmatch(out.String()); m != nil {
+			emu = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no listening line: %s", out)
+		}
+	}
+
+	// The embedded configuration, its routes pointed at this emulator.
+	cfg := strings.ReplaceAll(string(xaalis.DefaultConfigJSON()), "http://127.0.0.1:9090", emu)
+	cfgPath := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+	m := createMerchant(t, db)
+	updateMerchant(t, db, m.MerchantID, "--kyc", "approved")
+	s := serve(t, envOf(), serveArgs(db, "--test-mode=false", "--config", cfgPath, "--jobs-interval", "1h")...)
+	// The notification URL must reach this server: restart with its address.
+	publicURL := s.api
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	s = serve(t, envOf(), serveArgs(db, "--test-mode=false", "--config", cfgPath, "--jobs-interval", "1h",
+		"--addr", s.apiAddr, "--public-url", publicURL)...)
+
+	body := `{"merchant_ref":"emu-1","amount":5000,"provider":"channel_a","payer":{"phone":"+221771234567"},
+		"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`
+	r := s.do(t, "POST", "/v1/payments", m.Keys.SecretLive, body).want(t, 201, "")
+	var p struct {
+		Data struct {
+			ID, Status string
+			Route      struct{ Name, Reason string }
+		}
+	}
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Data.Status != "pending" || p.Data.Route.Name != "aggregator" || !strings.Contains(p.Data.Route.Reason, "failover") {
+		t.Fatalf("live payment through the emulator (direct is down): %s", r.body)
+	}
+	// Find the emulator's collection and act as the payer.
+	c := &http.Client{Timeout: 10 * time.Second}
+	res, err := c.Get(emu + "/_control")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("GET /_control: %v %v", res, err)
+	}
+	res.Body.Close()
+	tx := lookupProviderRef(t, db, p.Data.ID)
+	res, err = c.Post(emu+"/_control/collections/"+tx+"/payer", "application/json", strings.NewReader(`{"outcome":"success"}`))
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("payer: %v %v", res, err)
+	}
+	res.Body.Close()
+	r = s.do(t, "GET", "/v1/payments/"+p.Data.ID, m.Keys.SecretLive, "").want(t, 200, "")
+	if !strings.Contains(string(r.body), `"status":"success"`) {
+		t.Fatalf("after the provider's notification: %s", r.body)
+	}
+}
+
+// lookupProviderRef reads the provider's id of a transaction from the
+// database, as an operator would.
+func lookupProviderRef(t *testing.T, db, id string) string {
+	t.Helper()
+	s, err := openStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tx, err := s.Transaction(context.Background(), "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx.ProviderRef
+}
