@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -22,10 +23,10 @@ var emulatorListening = regexp.MustCompile(`Provider emulator listening on (http
 // signed notification settles the payment.
 func TestProviderEmulatorLive(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"provider-emulator", "--addr", "127.0.0.1:0", "--down", "channel_a/direct"}, envOf(), out, &syncBuffer{})
+		done <- run(ctx, []string{"provider-emulator", "--addr", "127.0.0.1:0", "--down", "channel_a/direct"}, envOf(), out, &testutil.SyncBuffer{})
 	}()
 	t.Cleanup(func() {
 		cancel()

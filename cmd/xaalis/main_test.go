@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xaalis/xaalis/internal/testutil"
+
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 )
 
@@ -72,31 +74,12 @@ func envOf(kv ...string) func(string) string {
 // noEnv is an empty environment.
 var noEnv = envOf()
 
-// syncBuffer is an output that run's goroutines may write while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // cli runs a command to its end.
 func cli(t *testing.T, getenv func(string) string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var o, e syncBuffer
+	var o, e testutil.SyncBuffer
 	err = run(ctx, args, getenv, &o, &e)
 	return o.String(), e.String(), err
 }
@@ -202,8 +185,8 @@ type server struct {
 	apiAddr     string
 	api, admin  string // base URLs
 	client      *http.Client
-	stdout      *syncBuffer
-	stderr      *syncBuffer
+	stdout      *testutil.SyncBuffer
+	stderr      *testutil.SyncBuffer
 	cancel      context.CancelFunc
 	done        chan error
 	once        sync.Once
@@ -219,7 +202,7 @@ func serve(t *testing.T, getenv func(string) string, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{
-		stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1),
+		stdout: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}, cancel: cancel, done: make(chan error, 1),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}},
 	}
 	go func() { s.done <- run(ctx, append([]string{"serve"}, args...), getenv, s.stdout, s.stderr) }()

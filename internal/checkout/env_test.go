@@ -1,7 +1,6 @@
 package checkout
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,9 +12,10 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/xaalis/xaalis/internal/testutil"
 
 	"github.com/xaalis/xaalis/internal/provider"
 	"github.com/xaalis/xaalis/internal/sqlite"
@@ -34,20 +34,6 @@ func register(mux *http.ServeMux, p *Pages) {
 	mux.HandleFunc("GET /v1/checkout.js", p.Script)
 }
 
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // env is the real stack: SQLite, the App, the provider gateway (test-mode
 // simulators) and the pages behind an httptest server.
 type env struct {
@@ -57,7 +43,7 @@ type env struct {
 	client    *http.Client
 	merchant  *xaalis.Merchant
 	principal *xaalis.Principal
-	logs      *syncBuffer
+	logs      *testutil.SyncBuffer
 }
 
 var refSeq atomic.Int64
@@ -72,7 +58,7 @@ func newEnv(t *testing.T, merchantName string) *env {
 	t.Cleanup(func() { store.Close() })
 	app := xaalis.NewApp(store)
 	app.Gateway = provider.New(app.Config, provider.Options{})
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	pages := &Pages{App: app, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	mux := http.NewServeMux()
 	register(mux, pages)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xaalis/xaalis/internal/testutil"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -81,26 +83,13 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // env is a real API server on a real database.
 type env struct {
 	t      *testing.T
 	app    *xaalis.App
 	srv    *httptest.Server
 	clock  *clock
-	logs   *syncBuffer
+	logs   *testutil.SyncBuffer
 	router routers.Router
 }
 
@@ -122,7 +111,7 @@ func newEnv(t *testing.T, store xaalis.Store, configure ...func(*xhttp.Config, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, clock: &clock{t: time.Now().UTC()}, logs: &syncBuffer{}, router: router}
+	e := &env{t: t, clock: &clock{t: time.Now().UTC()}, logs: &testutil.SyncBuffer{}, router: router}
 	e.app = xaalis.NewApp(store)
 	e.app.Now = e.clock.Now
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))

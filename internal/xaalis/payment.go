@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -353,7 +354,7 @@ func (a *App) checkProvider(ctx context.Context, m *Merchant, t *Transaction, pr
 	if !ok || !spec.Enabled || !spec.Payments {
 		return E(EProviderUnavailable, "provider", provider)
 	}
-	if !spec.Serves(t.Country) || containsCountry(spec.DisabledCountries, t.Country) {
+	if !spec.Serves(t.Country) || slices.Contains(spec.DisabledCountries, t.Country) {
 		return E(EProviderCountryUnsupported, "provider", provider, "country", string(t.Country))
 	}
 	if !m.AllowsProvider(provider) {
@@ -410,15 +411,6 @@ func (a *App) checkPayerCeiling(ctx context.Context, t *Transaction) error {
 		return E(EBCEAOLimitExceeded, "tier", tier, "ceiling", ceiling)
 	}
 	return nil
-}
-
-func containsCountry(list []Country, c Country) bool {
-	for _, k := range list {
-		if k == c {
-			return true
-		}
-	}
-	return false
 }
 
 func startOfDay(t time.Time) time.Time {

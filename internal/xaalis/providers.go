@@ -1,6 +1,9 @@
 package xaalis
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // ProviderInfo is an entry of GET /v1/providers.
 type ProviderInfo struct {
@@ -38,7 +41,7 @@ func (a *App) ProvidersFor(p *Principal, country Country) []ProviderInfo {
 		}
 		var countries []Country
 		for _, c := range spec.Countries {
-			if !containsCountry(spec.DisabledCountries, c) && (country == "" || c == country) {
+			if !slices.Contains(spec.DisabledCountries, c) && (country == "" || c == country) {
 				countries = append(countries, c)
 			}
 		}
