@@ -74,7 +74,8 @@ func TestSearchPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"api_keys", "customers", "events", "goose_db_version", "idempotency_keys", "idempotency_quota",
-		"merchants", "plans", "provider_notifications", "settings", "transactions"}
+		"ledger_balances", "ledger_entries", "ledger_postings", "merchants", "operator_tokens", "payout_requests", "plans",
+		"provider_notifications", "settings", "transactions"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}
@@ -145,4 +146,21 @@ func TestAllowIPs(t *testing.T) {
 	if got.AllowedProviders != nil {
 		t.Fatalf("allowed_providers = %#v, want nil", got.AllowedProviders)
 	}
+}
+
+// TestLedgerCorruption changes the ledger through a connection of its own
+// to the same schema: CheckLedger finds every difference.
+func TestLedgerCorruption(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s := openURL(t, url)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	storetest.LedgerCorruption(t, s, func(q string) error {
+		_, err := conn.Exec(ctx, q)
+		return err
+	})
 }

@@ -16,7 +16,8 @@ import (
 const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status, amount, currency, limit_amount,
 	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
 	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
-	settlement_currency, expires_at, reconciled_at, created_at, updated_at`
+	settlement_currency, expires_at, reconciled_at, created_at, updated_at, parent_id, fee, fee_currency,
+	idempotency_key, description, dispatched_at`
 
 // txColumnList is txColumns, one name an item.
 var txColumnList = func() []string {
@@ -33,13 +34,13 @@ const merchantRefIndex = "transactions_merchant_ref"
 
 func scanTx(op string, row interface{ Scan(...any) error }) (*xaalis.Transaction, error) {
 	var t xaalis.Transaction
-	var mref, customer, settleCur *string
+	var mref, customer, settleCur, parent, idemKey *string
 	var settle *int64
 	err := row.Scan(&t.ID, &t.MerchantID, &t.Mode, &t.Type, &t.Reference, &mref, &t.Status, &t.Amount.Minor,
 		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
 		&t.NextAction, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL,
 		&t.Metadata, &t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &t.ExpiresAt, &t.ReconciledAt,
-		&t.CreatedAt, &t.UpdatedAt)
+		&t.CreatedAt, &t.UpdatedAt, &parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &t.DispatchedAt)
 	if err != nil {
 		return nil, notFound(op, err)
 	}
@@ -49,13 +50,19 @@ func scanTx(op string, row interface{ Scan(...any) error }) (*xaalis.Transaction
 	if customer != nil {
 		t.CustomerID = *customer
 	}
+	if parent != nil {
+		t.ParentID = *parent
+	}
+	if idemKey != nil {
+		t.IdempotencyKey = *idemKey
+	}
 	if settle != nil {
 		t.SettlementAmount = &xaalis.Amount{Minor: *settle}
 		if settleCur != nil {
 			t.SettlementAmount.Currency = xaalis.Currency(*settleCur)
 		}
 	}
-	t.ExpiresAt, t.ReconciledAt = t.ExpiresAt.UTC(), utcPtr(t.ReconciledAt)
+	t.ExpiresAt, t.ReconciledAt, t.DispatchedAt = t.ExpiresAt.UTC(), utcPtr(t.ReconciledAt), utcPtr(t.DispatchedAt)
 	t.CreatedAt, t.UpdatedAt = t.CreatedAt.UTC(), t.UpdatedAt.UTC()
 	return &t, nil
 }
@@ -81,7 +88,8 @@ func txArgs(t *xaalis.Transaction) []any {
 		t.Amount.Minor, t.Amount.Currency, t.LimitAmount, t.Country, t.Provider, t.Route, t.RouteReason,
 		t.ProviderRef, t.NextAction, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
 		t.CallbackURL, metadata(t.Metadata), t.FailureReason, t.ExchangeRate, settle, settleCur, t.ExpiresAt,
-		t.ReconciledAt, t.CreatedAt, t.UpdatedAt}
+		t.ReconciledAt, t.CreatedAt, t.UpdatedAt, nullString(t.ParentID), t.Fee.Minor, t.Fee.Currency,
+		nullString(t.IdempotencyKey), t.Description, t.DispatchedAt}
 }
 
 func queryTxs(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Transaction, error) {
@@ -179,14 +187,23 @@ func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis
 
 // DueTransactions returns background work of any merchant. These are plain
 // reads: callers lock and re-check each row in a transaction of its own.
+// Expired and Reconcile select payments only; Dispatch selects payouts and
+// refunds.
 func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaalis.Transaction, error) {
-	if q.Expired {
+	switch {
+	case q.Expired:
 		return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
-			WHERE status IN ('initiated', 'pending') AND expires_at <= $1 ORDER BY expires_at LIMIT $2`,
-			q.Now, q.Limit)
+			WHERE type = 'payment' AND status IN ('initiated', 'pending') AND expires_at <= $1
+			ORDER BY expires_at LIMIT $2`, q.Now, q.Limit)
+	case q.Dispatch:
+		// The conditions are those of the transactions_dispatch index.
+		return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
+			WHERE type IN ('payout', 'refund') AND status IN ('initiated', 'pending')
+				AND coalesce(dispatched_at, created_at) < $1
+			ORDER BY coalesce(dispatched_at, created_at), id LIMIT $2`, q.Before, q.Limit)
 	}
 	return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
-		WHERE status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < $1
+		WHERE type = 'payment' AND status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < $1
 		ORDER BY coalesce(reconciled_at, created_at) LIMIT $2`, q.Before, q.Limit)
 }
 
@@ -288,14 +305,37 @@ func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID s
 		WHERE merchant_id = $1 AND mode = $2 AND merchant_ref = $3 FOR UPDATE`, merchantID, mode, ref))
 }
 
-// UpdateTransaction writes every mutable field.
+// RefundedAmount sums a payment's refunds that are not failed, cancelled
+// or expired. Callers lock the payment first, so that concurrent refunds of
+// it count each other.
+func (t *Tx) RefundedAmount(ctx context.Context, paymentID string) (int64, error) {
+	var sum int64
+	// sum(bigint) is numeric: cast it back.
+	err := t.tx.QueryRow(ctx, `SELECT coalesce(sum(amount), 0)::bigint FROM transactions
+		WHERE parent_id = $1 AND type = 'refund' AND status NOT IN ('failed', 'cancelled', 'expired')`, paymentID).Scan(&sum)
+	if err != nil {
+		return 0, fmt.Errorf("refunded amount: %w", err)
+	}
+	return sum, nil
+}
+
+// TransactionByIdempotencyKey finds a payout or refund by the key it was
+// created under and locks its row.
+func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode xaalis.Mode, key string) (*xaalis.Transaction, error) {
+	return scanTx("read transaction by idempotency key", t.tx.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE merchant_id = $1 AND mode = $2 AND idempotency_key = $3 FOR UPDATE`, merchantID, mode, key))
+}
+
+// UpdateTransaction writes every mutable field (all but the identity:
+// id, merchant, mode, type, reference, parent, idempotency key and
+// creation time).
 func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error {
 	args := txArgs(x)
 	sets := make([]string, 0, len(txColumnList))
 	vals := make([]any, 0, len(txColumnList)+1)
 	for i, c := range txColumnList {
 		switch c {
-		case "id", "merchant_id", "mode", "type", "reference", "created_at":
+		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key":
 			continue
 		}
 		vals = append(vals, args[i])

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -11,12 +12,19 @@ import (
 )
 
 func open(t *testing.T) xaalis.Store {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
+	s, _ := openPath(t)
+	return s
+}
+
+// openPath opens a store in a fresh file and returns the file's path too.
+func openPath(t *testing.T) (xaalis.Store, string) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	s, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, path
 }
 
 func TestStore(t *testing.T) { storetest.Run(t, open) }
@@ -30,4 +38,19 @@ func TestPragmas(t *testing.T) {
 			t.Errorf("pragma %s = %q, want %q", k, got[k], v)
 		}
 	}
+}
+
+// TestLedgerCorruption changes the ledger through a second connection to
+// the same file: CheckLedger finds every difference.
+func TestLedgerCorruption(t *testing.T) {
+	s, path := openPath(t)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.LedgerCorruption(t, s, func(q string) error {
+		_, err := db.ExecContext(context.Background(), q)
+		return err
+	})
 }

@@ -14,7 +14,8 @@ import (
 const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status, amount, currency, limit_amount,
 	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
 	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
-	settlement_currency, expires_at, reconciled_at, created_at, updated_at`
+	settlement_currency, expires_at, reconciled_at, created_at, updated_at, parent_id, fee, fee_currency,
+	idempotency_key, description, dispatched_at`
 
 // txColumnList is txColumns, one name an item.
 var txColumnList = func() []string {
@@ -27,18 +28,20 @@ var txColumnList = func() []string {
 
 func scanTx(sc func(...any) error) (*xaalis.Transaction, error) {
 	var t xaalis.Transaction
-	var mref, next, customer, settleCur sql.NullString
-	var settle, reconciled sql.NullInt64
+	var mref, next, customer, settleCur, parent, idemKey sql.NullString
+	var settle, reconciled, dispatched sql.NullInt64
 	var md string
 	var expires, created, updated int64
 	err := sc(&t.ID, &t.MerchantID, &t.Mode, &t.Type, &t.Reference, &mref, &t.Status, &t.Amount.Minor,
 		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
 		&next, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL, &md,
-		&t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &expires, &reconciled, &created, &updated)
+		&t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &expires, &reconciled, &created, &updated,
+		&parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &dispatched)
 	if err != nil {
 		return nil, notFound(err)
 	}
 	t.MerchantRef, t.CustomerID = mref.String, customer.String
+	t.ParentID, t.IdempotencyKey, t.DispatchedAt = parent.String, idemKey.String, fromNullMicros(dispatched)
 	if next.Valid {
 		t.NextAction = new(xaalis.NextAction)
 		if err := json.Unmarshal([]byte(next.String), t.NextAction); err != nil {
@@ -85,7 +88,8 @@ func txArgs(t *xaalis.Transaction) ([]any, error) {
 		t.Amount.Minor, t.Amount.Currency, t.LimitAmount, t.Country, t.Provider, t.Route, t.RouteReason,
 		t.ProviderRef, next, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
 		t.CallbackURL, md, t.FailureReason, t.ExchangeRate, settle, settleCur, micros(t.ExpiresAt),
-		nullMicros(t.ReconciledAt), micros(t.CreatedAt), micros(t.UpdatedAt)}, nil
+		nullMicros(t.ReconciledAt), micros(t.CreatedAt), micros(t.UpdatedAt), nullString(t.ParentID), t.Fee.Minor,
+		t.Fee.Currency, nullString(t.IdempotencyKey), t.Description, nullMicros(t.DispatchedAt)}, nil
 }
 
 func queryTxs(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Transaction, error) {
@@ -161,15 +165,23 @@ func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis
 	return list, total, nil
 }
 
-// DueTransactions returns background work.
+// DueTransactions returns background work. Expired and Reconcile select
+// payments only; Dispatch selects payouts and refunds.
 func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaalis.Transaction, error) {
-	if q.Expired {
+	switch {
+	case q.Expired:
 		return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
-			WHERE status IN ('initiated', 'pending') AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
-			micros(q.Now), q.Limit)
+			WHERE type = 'payment' AND status IN ('initiated', 'pending') AND expires_at <= ?
+			ORDER BY expires_at LIMIT ?`, micros(q.Now), q.Limit)
+	case q.Dispatch:
+		// The conditions are those of the transactions_dispatch index.
+		return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
+			WHERE type IN ('payout', 'refund') AND status IN ('initiated', 'pending')
+				AND coalesce(dispatched_at, created_at) < ?
+			ORDER BY coalesce(dispatched_at, created_at), id LIMIT ?`, micros(q.Before), q.Limit)
 	}
 	return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
-		WHERE status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < ?
+		WHERE type = 'payment' AND status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < ?
 		ORDER BY coalesce(reconciled_at, created_at) LIMIT ?`, micros(q.Before), q.Limit)
 }
 
@@ -254,7 +266,28 @@ func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID s
 		WHERE merchant_id = ? AND mode = ? AND merchant_ref = ?`, merchantID, mode, ref).Scan)
 }
 
-// UpdateTransaction writes every mutable field.
+// RefundedAmount sums a payment's refunds that are not failed, cancelled
+// or expired.
+func (t *Tx) RefundedAmount(ctx context.Context, paymentID string) (int64, error) {
+	var sum int64
+	err := t.tx.QueryRowContext(ctx, `SELECT coalesce(sum(amount), 0) FROM transactions
+		WHERE parent_id = ? AND type = 'refund' AND status NOT IN ('failed', 'cancelled', 'expired')`, paymentID).Scan(&sum)
+	if err != nil {
+		return 0, fmt.Errorf("refunded amount: %w", err)
+	}
+	return sum, nil
+}
+
+// TransactionByIdempotencyKey finds a payout or refund by the key it was
+// created under, inside the write transaction.
+func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode xaalis.Mode, key string) (*xaalis.Transaction, error) {
+	return scanTx(t.tx.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE merchant_id = ? AND mode = ? AND idempotency_key = ?`, merchantID, mode, key).Scan)
+}
+
+// UpdateTransaction writes every mutable field (all but the identity:
+// id, merchant, mode, type, reference, parent, idempotency key and
+// creation time).
 func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error {
 	args, err := txArgs(x)
 	if err != nil {
@@ -264,7 +297,7 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 	vals := make([]any, 0, len(txColumnList))
 	for i, c := range txColumnList {
 		switch c {
-		case "id", "merchant_id", "mode", "type", "reference", "created_at":
+		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key":
 			continue
 		}
 		sets = append(sets, c+" = ?")

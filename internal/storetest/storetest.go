@@ -33,6 +33,19 @@ func Run(t *testing.T, open Opener) {
 	t.Run("TransactionList", func(t *testing.T) { t.Parallel(); testTransactionList(t, open(t)) })
 	t.Run("DueAndVolume", func(t *testing.T) { t.Parallel(); testDueAndVolume(t, open(t)) })
 	t.Run("Events", func(t *testing.T) { t.Parallel(); testEvents(t, open(t)) })
+	t.Run("LedgerPost", func(t *testing.T) { t.Parallel(); testLedgerPost(t, open(t)) })
+	t.Run("LedgerUnbalanced", func(t *testing.T) { t.Parallel(); testLedgerUnbalanced(t, open(t)) })
+	t.Run("LedgerNegative", func(t *testing.T) { t.Parallel(); testLedgerNegative(t, open(t)) })
+	t.Run("LockBalance", func(t *testing.T) { t.Parallel(); testLockBalance(t, open(t)) })
+	t.Run("LedgerConcurrent", func(t *testing.T) { t.Parallel(); testLedgerConcurrent(t, open(t)) })
+	t.Run("LedgerConcurrentCross", func(t *testing.T) { t.Parallel(); testLedgerConcurrentCross(t, open(t)) })
+	t.Run("TransactionMoneyColumns", func(t *testing.T) { t.Parallel(); testTransactionMoneyColumns(t, open(t)) })
+	t.Run("RefundedAmount", func(t *testing.T) { t.Parallel(); testRefundedAmount(t, open(t)) })
+	t.Run("TransactionByIdempotencyKey", func(t *testing.T) { t.Parallel(); testTransactionByIdempotencyKey(t, open(t)) })
+	t.Run("DueDispatch", func(t *testing.T) { t.Parallel(); testDueDispatch(t, open(t)) })
+	t.Run("PayoutRequest", func(t *testing.T) { t.Parallel(); testPayoutRequest(t, open(t)) })
+	t.Run("PayoutRequestsSince", func(t *testing.T) { t.Parallel(); testPayoutRequestsSince(t, open(t)) })
+	t.Run("OperatorToken", func(t *testing.T) { t.Parallel(); testOperatorToken(t, open(t)) })
 }
 
 func testSettingOnce(t *testing.T, s xaalis.Store) {

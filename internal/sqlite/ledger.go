@@ -1,0 +1,252 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/xaalis/xaalis/internal/ledger"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// nonNegativeCheck is the CHECK constraint of 00003_money.sql that refuses
+// a negative balance on a non-negative account; a violation names it.
+const nonNegativeCheck = "ledger_balances_non_negative"
+
+// isNonNegativeViolation reports a violation of nonNegativeCheck.
+func isNonNegativeViolation(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_CHECK &&
+		strings.Contains(e.Error(), nonNegativeCheck)
+}
+
+// balanceDelta is what one entry adds to one cached balance.
+type balanceDelta struct {
+	account, currency string
+	amount            int64
+}
+
+// deltas sums an entry's postings per account and currency, sorted so
+// that concurrent entries touch balance rows in one order.
+func deltas(ps []ledger.Posting) []balanceDelta {
+	var out []balanceDelta
+	for _, p := range ps {
+		i := slices.IndexFunc(out, func(d balanceDelta) bool { return d.account == p.Account && d.currency == p.Currency })
+		if i < 0 {
+			out = append(out, balanceDelta{p.Account, p.Currency, p.Amount})
+		} else {
+			out[i].amount += p.Amount
+		}
+	}
+	slices.SortFunc(out, func(a, b balanceDelta) int {
+		if c := strings.Compare(a.account, b.account); c != 0 {
+			return c
+		}
+		return strings.Compare(a.currency, b.currency)
+	})
+	return out
+}
+
+// PostEntry writes a journal entry and its postings and adds them to the
+// cached balances. It runs under a savepoint: on any error nothing of the
+// entry stays written, though the caller still rolls back.
+func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) (err error) {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if _, err := t.tx.ExecContext(ctx, `SAVEPOINT post_entry`); err != nil {
+		return fmt.Errorf("post entry: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_, _ = t.tx.ExecContext(ctx, `ROLLBACK TO post_entry`)
+		}
+		if _, rerr := t.tx.ExecContext(ctx, `RELEASE post_entry`); rerr != nil && err == nil {
+			err = fmt.Errorf("post entry: %w", rerr)
+		}
+	}()
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID,
+		micros(e.CreatedAt)); err != nil {
+		return fmt.Errorf("insert ledger entry: %w", err)
+	}
+	args := make([]any, 0, 5*len(e.Postings))
+	for i, p := range e.Postings {
+		args = append(args, e.ID, i+1, p.Account, p.Currency, p.Amount)
+	}
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
+		VALUES `+values(len(e.Postings), 5, ""), args...); err != nil {
+		return fmt.Errorf("insert ledger postings: %w", err)
+	}
+	// Create missing rows at zero, then add every delta in one statement:
+	// when the CHECK refuses one row, none is changed. (An upsert would not
+	// do: the CHECK judges the row proposed for insertion, the bare delta.)
+	ds := deltas(e.Postings)
+	args = make([]any, 0, 3*len(ds))
+	for _, d := range ds {
+		args = append(args, d.account, d.currency, boolInt(ledger.NonNegative(d.account)))
+	}
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_balances (account, currency, non_negative, balance)
+		VALUES `+values(len(ds), 3, ", 0")+` ON CONFLICT DO NOTHING`, args...); err != nil {
+		return fmt.Errorf("create balances: %w", err)
+	}
+	args = []any{micros(e.CreatedAt)}
+	for _, d := range ds {
+		args = append(args, d.account, d.currency, d.amount)
+	}
+	_, err = t.tx.ExecContext(ctx, `UPDATE ledger_balances SET balance = balance + d.column3, updated_at = ?
+		FROM (VALUES `+values(len(ds), 3, "")+`) AS d
+		WHERE ledger_balances.account = d.column1 AND ledger_balances.currency = d.column2`, args...)
+	if isNonNegativeViolation(err) {
+		return fmt.Errorf("%w: entry %s (%s)", ledger.ErrNegative, e.ID, e.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("update balances: %w", err)
+	}
+	return nil
+}
+
+// values makes n parenthesised groups of k placeholders, each followed by
+// extra.
+func values(n, k int, extra string) string {
+	group := "(?" + strings.Repeat(", ?", k-1) + extra + ")"
+	return group + strings.Repeat(", "+group, n-1)
+}
+
+// LockBalance returns an account's cached balance, creating it at zero.
+// The write transaction holds SQLite's single write lock already.
+func (t *Tx) LockBalance(ctx context.Context, account string, currency xaalis.Currency) (int64, error) {
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_balances (account, currency, balance, non_negative)
+		VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING`, account, currency, boolInt(ledger.NonNegative(account))); err != nil {
+		return 0, fmt.Errorf("create balance: %w", err)
+	}
+	var b int64
+	if err := t.tx.QueryRowContext(ctx, `SELECT balance FROM ledger_balances WHERE account = ? AND currency = ?`,
+		account, currency).Scan(&b); err != nil {
+		return 0, fmt.Errorf("read balance: %w", err)
+	}
+	return b, nil
+}
+
+// Balances reads the cached balances of accounts in one query.
+func (s *Store) Balances(ctx context.Context, accounts []string, currency xaalis.Currency) (map[string]int64, time.Time, error) {
+	out := make(map[string]int64, len(accounts))
+	var newest time.Time
+	if len(accounts) == 0 {
+		return out, newest, nil
+	}
+	args := []any{currency}
+	for _, a := range accounts {
+		out[a] = 0
+		args = append(args, a)
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT account, balance, updated_at FROM ledger_balances
+		WHERE currency = ? AND account IN (?`+strings.Repeat(", ?", len(accounts)-1)+`)`, args...)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read balances: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a string
+		var b int64
+		var at sql.NullInt64
+		if err := rows.Scan(&a, &b, &at); err != nil {
+			return nil, time.Time{}, fmt.Errorf("read balances: %w", err)
+		}
+		out[a] = b
+		if at.Valid && fromMicros(at.Int64).After(newest) {
+			newest = fromMicros(at.Int64)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("read balances: %w", err)
+	}
+	return out, newest, nil
+}
+
+// CheckLedger finds entries that do not sum to zero and cached balances
+// that differ from the sum of their postings.
+func (s *Store) CheckLedger(ctx context.Context) ([]ledger.Problem, error) {
+	var out []ledger.Problem
+	rows, err := s.read.QueryContext(ctx, `SELECT entry_id, currency, sum(amount) FROM ledger_postings
+		GROUP BY entry_id, currency HAVING sum(amount) <> 0`)
+	if err != nil {
+		return nil, fmt.Errorf("check entries: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p := ledger.Problem{Kind: "unbalanced_entry"}
+		if err := rows.Scan(&p.EntryID, &p.Currency, &p.Posted); err != nil {
+			return nil, fmt.Errorf("check entries: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check entries: %w", err)
+	}
+	rows.Close()
+	// Both sides of the comparison in one pass: an account with postings
+	// and no cached row, or a cached row without postings, still shows.
+	rows, err = s.read.QueryContext(ctx, `SELECT account, currency, sum(cached), sum(posted) FROM (
+			SELECT account, currency, balance AS cached, 0 AS posted FROM ledger_balances
+			UNION ALL
+			SELECT account, currency, 0, amount FROM ledger_postings
+		) GROUP BY account, currency HAVING sum(cached) <> sum(posted)`)
+	if err != nil {
+		return nil, fmt.Errorf("check balances: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p := ledger.Problem{Kind: "balance_mismatch"}
+		if err := rows.Scan(&p.Account, &p.Currency, &p.Cached, &p.Posted); err != nil {
+			return nil, fmt.Errorf("check balances: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check balances: %w", err)
+	}
+	ledger.Sort(out)
+	return out, nil
+}
+
+// Entries returns the entries of a record with their postings, in
+// insertion order.
+func (s *Store) Entries(ctx context.Context, refID string) ([]*ledger.Entry, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.mode, e.merchant_id, e.kind, e.ref_type, e.ref_id, e.created_at,
+			p.account, p.currency, p.amount
+		FROM ledger_entries e JOIN ledger_postings p ON p.entry_id = e.id
+		WHERE e.ref_id = ? ORDER BY e.rowid, p.line`, refID)
+	if err != nil {
+		return nil, fmt.Errorf("list entries: %w", err)
+	}
+	defer rows.Close()
+	var out []*ledger.Entry
+	for rows.Next() {
+		var e ledger.Entry
+		var merchant sql.NullString
+		var created int64
+		var p ledger.Posting
+		if err := rows.Scan(&e.ID, &e.Mode, &merchant, &e.Kind, &e.RefType, &e.RefID, &created,
+			&p.Account, &p.Currency, &p.Amount); err != nil {
+			return nil, fmt.Errorf("list entries: %w", err)
+		}
+		if n := len(out); n == 0 || out[n-1].ID != e.ID {
+			e.MerchantID, e.CreatedAt = merchant.String, fromMicros(created)
+			out = append(out, &e)
+		}
+		last := out[len(out)-1]
+		last.Postings = append(last.Postings, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list entries: %w", err)
+	}
+	return out, nil
+}
