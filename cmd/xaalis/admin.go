@@ -90,6 +90,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 	providers := fs.String("allowed-providers", "", "provider whitelist, comma-separated (empty: all providers)")
 	ips := fs.String("allow-ips", "", "IP allowlist of the account, CIDRs comma-separated (empty: any address)")
 	name := fs.String("name", "", "new name")
+	payouts := fs.String("payouts", "", "enabled or disabled: whether the account may make payouts")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -121,6 +122,13 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 	}
 	if set["name"] {
 		u.Name = name
+	}
+	if set["payouts"] {
+		on := *payouts == "enabled"
+		if !on && *payouts != "disabled" {
+			return usagef("--payouts: expected enabled or disabled")
+		}
+		u.PayoutsEnabled = &on
 	}
 	s, err := openStore(ctx, *db)
 	if err != nil {

@@ -51,6 +51,10 @@ Commands:
   key create             issue an API key
   key revoke KEY_ID      revoke an API key
   provider-emulator      run the emulator of the providers' HTTP APIs (live mode in development)
+  operator token create  make a token for the operator API on the admin listener
+  payout-request approve|reject|complete|fail ID   move a payout request (operator)
+  payment mark-refunded ID   mark a payment refunded by hand (providers without refunds)
+  ledger check           compare every balance with its postings (exit 1 on a difference)
 
 Run 'xaalis <command> -h' for the flags of a command.
 `
@@ -91,6 +95,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return cmdKeyRevoke(ctx, args[2:], getenv, stdout, stderr)
 		}
 		return usagef("key: unknown subcommand %q (expected create or revoke)", args[1])
+	case "operator":
+		if len(args) < 3 || args[1] != "token" || args[2] != "create" {
+			return usagef("operator: expected token create")
+		}
+		return cmdOperatorTokenCreate(ctx, args[3:], getenv, stdout, stderr)
+	case "payout-request":
+		if len(args) < 2 {
+			return usagef("payout-request: expected approve, reject, complete or fail")
+		}
+		switch args[1] {
+		case "approve", "reject", "complete", "fail":
+			return cmdPayoutRequest(ctx, args[1], args[2:], getenv, stdout, stderr)
+		}
+		return usagef("payout-request: unknown action %q (expected approve, reject, complete or fail)", args[1])
+	case "ledger":
+		if len(args) < 2 || args[1] != "check" {
+			return usagef("ledger: expected check")
+		}
+		return cmdLedgerCheck(ctx, args[2:], getenv, stdout, stderr)
+	case "payment":
+		if len(args) < 2 || args[1] != "mark-refunded" {
+			return usagef("payment: expected mark-refunded")
+		}
+		return cmdPaymentMarkRefunded(ctx, args[2:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -145,11 +145,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		TLSConfig:         tlsConfig,
 	}
-	adminMux := http.NewServeMux()
-	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { api.ServeHTTP(w, r) })
-	adminMux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { api.ServeHTTP(w, r) })
-	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	adminSrv := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second}
+	admin := xhttp.NewAdmin(app, log, api, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
 
 	scheme := "http"
 	if *tlsCert != "" {
@@ -223,8 +220,9 @@ func purgeIdempotency(ctx context.Context, app *xaalis.App, log *slog.Logger) {
 
 // envInt reads an integer environment variable; unset is def, malformed
 // is a usage error rather than a silent default.
-// runJobs expires payments past their expires_at and reconciles payments
-// pending too long. The work is read from the transactions themselves, so
+// runJobs expires payments past their expires_at, reconciles payments
+// pending too long, and asks providers about payouts and refunds whose
+// outcome is unknown. The work is read from the transactions themselves, so
 // it survives restarts, and several processes may run it at once.
 func runJobs(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.Duration) {
 	t := time.NewTicker(every)
@@ -239,6 +237,11 @@ func runJobs(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.
 			log.Error("reconcile payments", "error", err)
 		} else if n > 0 {
 			log.Info("reconciled payments", "changed", n)
+		}
+		if n, err := app.DispatchDue(ctx, 100); err != nil && ctx.Err() == nil {
+			log.Error("dispatch payouts and refunds", "error", err)
+		} else if n > 0 {
+			log.Info("asked providers about payouts and refunds", "count", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -9,6 +9,7 @@ import (
 func (s *Server) routes() {
 	read := routeAuth{scope: xaalis.ScopeReadTransactions}
 	initiate := routeAuth{scope: xaalis.ScopeInitiatePayment}
+	payout := routeAuth{scope: xaalis.ScopePayout}
 	// Publishable keys may create payments and read their status only.
 	checkoutCreate := routeAuth{scope: xaalis.ScopeInitiatePayment, publishable: true}
 	statusRead := routeAuth{scope: xaalis.ScopeReadTransactions, publishable: true}
@@ -38,8 +39,31 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /checkout-assets/{name}", pages.Asset)
 	s.mux.HandleFunc("GET /v1/checkout.js", pages.Script)
 
+	s.mux.Handle("GET /v1/balance", s.api(read, s.handleBalance))
+	s.mux.Handle("POST /v1/payouts", s.api(payout, s.handlePayoutCreate))
+	s.mux.Handle("GET /v1/payouts", s.api(read, s.handlePayoutList))
+	s.mux.Handle("GET /v1/payouts/{id}", s.api(read, s.handlePayoutGet))
+	s.mux.Handle("POST /v1/refunds", s.api(initiate, s.handleRefundCreate))
+	s.mux.Handle("GET /v1/refunds/{id}", s.api(read, s.handleRefundGet))
+	s.mux.Handle("POST /v1/payout-requests", s.api(payout, s.handlePayoutRequestCreate))
+	s.mux.Handle("GET /v1/payout-requests", s.api(read, s.handlePayoutRequestList))
+	s.mux.Handle("GET /v1/payout-requests/{id}", s.api(read, s.handlePayoutRequestGet))
+	s.mux.Handle("GET /v1/settlements", s.api(read, s.handleSettlements))
+
 	s.mux.Handle("POST /v1/plans", s.api(initiate, s.handlePlanCreate))
 	s.mux.Handle("GET /v1/plans", s.api(read, s.handlePlanList))
 	s.mux.Handle("GET /v1/plans/{id}", s.api(read, s.handlePlanGet))
 	s.mux.Handle("POST /v1/plans/{id}/deactivate", s.api(initiate, s.handlePlanDeactivate))
+}
+
+// routes lists every route of the operator API (the admin listener).
+func (a *Admin) routes() {
+	a.mux.HandleFunc("GET /healthz", a.API.handleHealthz)
+	a.mux.HandleFunc("GET /readyz", a.API.handleReadyz)
+	if a.Metrics != nil {
+		a.mux.Handle("GET /metrics", a.Metrics)
+	}
+	a.mux.HandleFunc("POST /admin/v1/payout-requests/{id}/{action}", a.operator(a.handlePayoutRequestMove))
+	a.mux.HandleFunc("POST /admin/v1/payments/{id}/mark-refunded", a.operator(a.handleMarkRefunded))
+	a.mux.HandleFunc("GET /admin/v1/ledger/check", a.operator(a.handleLedgerCheck))
 }

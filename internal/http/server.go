@@ -104,7 +104,11 @@ type access struct {
 
 // ServeHTTP gives every request an id, recovers panics, logs one line and
 // routes; unmatched requests get the JSON 404 or 405.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serveWith(s.mux, w, r) }
+
+// serveWith serves r through mux with the API's request ids, recovery,
+// access log and JSON 404/405 (the admin listener shares them).
+func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rid := "req_" + xaalis.RandomString(24, keyAlphabet)
 	w.Header().Set("X-Request-Id", rid)
@@ -117,8 +121,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// mux.Handler names the route for the log; only mux.ServeHTTP sets the
 	// path values, so matched requests go through it.
-	var h http.Handler = s.mux
-	fallback, pattern := s.mux.Handler(r)
+	var h http.Handler = mux
+	fallback, pattern := mux.Handler(r)
 	if pattern == "" {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.unmatched(w, r, fallback) })
 		pattern = "unmatched"

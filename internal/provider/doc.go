@@ -12,6 +12,17 @@
 // the simulator does not know answers pending with the reason
 // "unknown_to_simulator".
 //
+// The simulators make payouts and refunds too, settled at once (see
+// below). A payout is kept by its Reference: the same Reference answers
+// the first payout (reused with another amount or recipient:
+// gateway_error), PayoutStatus finds it, and after a restart PayoutStatus
+// answers not_found (test money only, so sending again is harmless). A
+// refund of a collection the simulator knows needs the collection in
+// state success and enough left (the simulator keeps the total refunded
+// per collection; more is gateway_error); a refund of a collection it
+// does not know (made before a restart) succeeds, since the simulator
+// cannot tell. Refunds are idempotent on their Reference too.
+//
 // Live mode (xaalis.ModeLive) goes to HTTP adapters, one per route of the
 // provider's configuration (routes: direct, aggregator, ...), through
 // routing and failover. Every route has a circuit breaker: closed, open
@@ -32,6 +43,44 @@
 // Status and SubmitOTP go to the route that served the initiation first
 // and fall back to the others when it is down.
 //
+// # Payouts and refunds: failover only when nothing was sent
+//
+// Payout tries the routes in order, Refund the payment's route first, but
+// a route is passed over only when the request provably never reached
+// the provider: the connection was refused (or never made), or the route
+// answered or closed the connection before accepting the body. Payouts
+// and refunds are sent with "Expect: 100-continue", so the body (amount,
+// recipient) leaves Xaalis only once the provider asks for it; when the
+// call fails and the transport never read the body, the body is sealed
+// (it can no longer be sent) and the failure is "unsent". The emulator's
+// down switch and its error_rate 503s answer before reading the body, so
+// they fail over. A timeout, a 5xx or a broken connection after the body
+// was sent is an unknown outcome: Payout and Refund return
+// gateway_unavailable (RetryAfter 5 s) at once and try no other route.
+// Why: a payout moves money without anyone's approval (a duplicated
+// collection still needs the payer to approve it twice; a duplicated
+// payout is simply paid twice and cannot be pulled back), the request
+// whose answer was lost may still be executing, and a second route (an
+// aggregator in front of the same wallet) need not share the first
+// route's idempotency store. So the caller asks PayoutStatus by the
+// Reference: found, it has the outcome; not_found, nothing was made and
+// sending again with the same Reference is safe. The caller should send
+// again only then: Payout cannot tell a first attempt from a resend, and
+// a resend whose first route now refuses connections would fail over
+// although the lost attempt may have been made on that route. A refund has no status
+// call: it is sent again with the same Reference, which the provider
+// answers with the first refund. Options.HTTPClient's transport must set
+// ExpectContinueTimeout for this (http.DefaultTransport does, 1 s; a
+// provider that ignores the Expect header receives the body after it);
+// with 0 the body goes at once, and only refused connections fail over.
+//
+// PayoutStatus is read-only: it asks the routes in order and returns the
+// first answer that knows the Reference. It returns xaalis.ErrNotFound
+// (not_found) only when EVERY route answered 404 not_found; when a route
+// could not be asked (down, timeout, open breaker) it returns
+// gateway_unavailable, because that route might hold the payout and
+// not_found would invite a second one.
+//
 // # Magic payer phone numbers
 //
 // The outcome of a collection is fixed by the LAST FOUR DIGITS of the
@@ -48,7 +97,25 @@
 //	       RetryAfter 30 s in test mode; the emulator answers HTTP 503, so
 //	       in live mode every route fails (and counts against its breaker)
 //
-// Every other number stays pending until the payer acts. A collection
+// Every other number stays pending until the payer acts.
+//
+// Payouts are decided by the RECIPIENT's number, the same way, and
+// settle at once (no notification follows):
+//
+//	…0001  success (as every ordinary number)
+//	…0002  failed, reason recipient_wallet_rejected
+//	…0003  cancelled, reason payout_cancelled (no money moved)
+//	…0004  pending forever: PayoutStatus keeps answering pending
+//	…0005  refused: gateway_error; nothing is recorded (PayoutStatus:
+//	       not_found), the caller records the payout failed
+//	…0006  unreachable: gateway_unavailable with RetryAfter (30 s in test
+//	       mode; in live mode the emulator answers 503 after reading the
+//	       request, an unknown outcome, and records nothing)
+//
+// A provider whose configuration has payouts false answers Payout and
+// PayoutStatus with provider_payout_unsupported, one with refunds false
+// answers Refund with refund_not_supported, in both modes. Refunds settle
+// success at once. A collection
 // that settles at once is final in the initiation's answer: no
 // notification follows it. The test one-time code of OTP providers
 // (channel_b) is TestOTP, "123456": the right code settles success, a
@@ -77,9 +144,34 @@
 //	GET {base}/collections/{id}          → 200 {"id","status","reason"}
 //	POST {base}/collections/{id}/otp {"otp"} → 200 {"id","status","reason"}
 //
+//	POST {base}/payouts
+//	  Authorization: Bearer <api_key>
+//	  Idempotency-Key: <reference>
+//	  Expect: 100-continue
+//	  {"reference","amount","currency","phone","country",
+//	   "recipient_name","notify_url"}
+//	→ 201 {"id","reference","status":"success|failed|cancelled|pending","reason"}
+//	  The same Idempotency-Key (or reference) answers the same payout, on
+//	  any route; reused with another amount, currency or phone: 409.
+//
+//	GET {base}/payouts?reference=<reference>
+//	→ 200 {"id","reference","status","reason"}
+//	→ 404 {"error":{"code":"not_found"}}  the provider never received it
+//
+//	POST {base}/refunds
+//	  Authorization, Idempotency-Key: <reference>, Expect: 100-continue
+//	  {"reference","collection_id","amount","currency"}
+//	→ 201 {"id","reference","status","reason"}
+//
 // Errors: 4xx {"error":{"code","message"}} is a business refusal
 // (gateway_error, no failover); 5xx, 429, timeouts and connection errors
-// are route failures (failover).
+// are route failures (failover, for payouts and refunds only when the
+// body was not sent). The codes payout_unsupported and refund_unsupported
+// (422) become provider_payout_unsupported and refund_not_supported; a
+// 404 not_found answers GET /payouts; the emulator's other refusals
+// include recipient_refused (0005), collection_not_found,
+// collection_not_refundable, refund_exceeds_collected and
+// idempotency_conflict.
 //
 // Notifications are POSTed by the provider to the collection's notify_url:
 //
@@ -88,6 +180,16 @@
 //	{"event_id","type":"dispute.opened","country",
 //	 "collection":{"id","status","reason"},
 //	 "dispute":{"amount","currency","reason"}}
+//
+// and to a payout's notify_url:
+//
+//	{"event_id","type":"payout.updated","country",
+//	 "payout":{"id","reference","status","reason"}}
+//
+// VerifyNotification gives a payout's notification as a
+// xaalis.Notification whose ProviderRef is the payout's provider id (the
+// PayoutResult.ProviderRef of Payout), with its State and Reason; EventID
+// is the provider's event id, as for collections.
 //
 // signed in the header
 //
@@ -104,15 +206,18 @@
 //
 // Emulator serves that API for every provider under
 // /{provider}/{route}/...: the routes of one provider share one store of
-// collections. It applies the magic numbers, checks the api key (401) and
+// collections, payouts and refunds. A provider whose configuration has
+// payouts (refunds) false answers its payout (refund) calls 422
+// payout_unsupported (refund_unsupported). It applies the magic numbers, checks the api key (401) and
 // the test OTP, and has switches, set through its Go API or its control
 // API (JSON):
 //
 //	GET  /_control                          the switches and counters
 //	POST /_control/routes/{provider}/{route} {"latency_ms","error_rate","down","timeout"}
-//	POST /_control/providers/{provider}     {"lose_callbacks"}
+//	POST /_control/providers/{provider}     {"lose_callbacks","hold_payouts"}
 //	POST /_control/collections/{id}/payer   {"outcome":"success|failed|cancelled"}
 //	POST /_control/collections/{id}/dispute {"amount","reason"}
+//	POST /_control/payouts/{id}/settle      {"outcome":"success|failed|cancelled","reason"}
 //
 // down closes every connection of the route without an answer; timeout
 // records the request and then never answers; error_rate answers that
@@ -120,4 +225,13 @@
 // provider's notifications (Status still reports the outcome, which is how
 // reconciliation recovers). The payer and dispute control routes send the
 // signed notification before answering, and report its delivery.
+//
+// GET /_control counts the collections, payouts and refunds. timeout
+// records a payout (or refund) and then never answers: the caller's
+// outcome is unknown while the provider made it, and PayoutStatus finds
+// it. hold_payouts keeps new payouts that would succeed at once pending;
+// the settle control route (Go: SettlePayout) settles a pending payout
+// and sends its signed payout.updated notification; a payout to a number
+// ending 0004 never settles (409). Emulator.Payout, Payouts and Refunds
+// show what the emulator holds.
 package provider

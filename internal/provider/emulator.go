@@ -57,6 +57,9 @@ type RouteSwitches struct {
 type ProviderSwitches struct {
 	// LoseCallbacks drops the provider's notifications.
 	LoseCallbacks bool `json:"lose_callbacks"`
+	// HoldPayouts keeps new payouts to ordinary numbers (and 0001)
+	// pending until SettlePayout (POST /_control/payouts/{id}/settle).
+	HoldPayouts bool `json:"hold_payouts"`
 }
 
 // RouteState is a route's switches and how many requests reached it.
@@ -75,6 +78,8 @@ type EmulatedProvider struct {
 type EmulatorState struct {
 	Providers   map[string]EmulatedProvider `json:"providers"`
 	Collections int                         `json:"collections"`
+	Payouts     int                         `json:"payouts"`
+	Refunds     int                         `json:"refunds"`
 }
 
 // EmulatedCollection is a collection the emulator holds.
@@ -100,6 +105,45 @@ type EmulatedCollection struct {
 	Requests   int                `json:"requests"`
 	NextAction *xaalis.NextAction `json:"next_action,omitempty"`
 	Created    time.Time          `json:"created"`
+	// Refunded is the sum of its refunds, in minor units.
+	Refunded int64 `json:"refunded"`
+}
+
+// EmulatedPayout is a payout the emulator holds.
+type EmulatedPayout struct {
+	ID             string               `json:"id"`
+	Provider       string               `json:"provider"`
+	Route          string               `json:"route"` // the route that created it
+	IdempotencyKey string               `json:"idempotency_key"`
+	Reference      string               `json:"reference"`
+	Amount         int64                `json:"amount"`
+	Currency       string               `json:"currency"`
+	Phone          string               `json:"phone"`
+	Country        string               `json:"country"`
+	RecipientName  string               `json:"recipient_name,omitempty"`
+	NotifyURL      string               `json:"notify_url,omitempty"`
+	Status         xaalis.ProviderState `json:"status"`
+	Reason         string               `json:"reason,omitempty"`
+	// Requests counts the POSTs that reached it: the first and every
+	// idempotent replay, on any route.
+	Requests int       `json:"requests"`
+	Created  time.Time `json:"created"`
+}
+
+// EmulatedRefund is a refund the emulator holds.
+type EmulatedRefund struct {
+	ID             string               `json:"id"`
+	Provider       string               `json:"provider"`
+	Route          string               `json:"route"`
+	IdempotencyKey string               `json:"idempotency_key"`
+	Reference      string               `json:"reference"`
+	CollectionID   string               `json:"collection_id"`
+	Amount         int64                `json:"amount"`
+	Currency       string               `json:"currency"`
+	Status         xaalis.ProviderState `json:"status"`
+	Reason         string               `json:"reason,omitempty"`
+	Requests       int                  `json:"requests"`
+	Created        time.Time            `json:"created"`
 }
 
 // Delivery reports one notification the emulator sent, or lost.
@@ -140,6 +184,8 @@ type Emulator struct {
 	mu          sync.Mutex
 	providers   map[string]*emuProvider
 	collections map[string]*EmulatedCollection // by id
+	payouts     map[string]*EmulatedPayout     // by id
+	refunds     map[string]*EmulatedRefund     // by id
 }
 
 type emuProvider struct {
@@ -151,6 +197,12 @@ type emuProvider struct {
 	routes   map[string]*RouteState
 	byKey    map[string]string // Idempotency-Key -> collection id
 	prefix   string
+
+	// Payouts and refunds, shared by every route of the provider.
+	payoutByKey map[string]string // Idempotency-Key -> payout id
+	payoutByRef map[string]string // reference -> payout id
+	refundByKey map[string]string // Idempotency-Key -> refund id
+	refundByRef map[string]string // reference -> refund id
 }
 
 // maxHang bounds how long the timeout switch holds a request.
@@ -180,9 +232,15 @@ func NewEmulator(opts EmulatorOptions) *Emulator {
 		done:        make(chan struct{}),
 		providers:   make(map[string]*emuProvider),
 		collections: make(map[string]*EmulatedCollection),
+		payouts:     make(map[string]*EmulatedPayout),
+		refunds:     make(map[string]*EmulatedRefund),
 	}
 	for name, spec := range opts.Config.Providers {
-		p := &emuProvider{name: name, spec: spec, routes: make(map[string]*RouteState), byKey: make(map[string]string)}
+		p := &emuProvider{
+			name: name, spec: spec, routes: make(map[string]*RouteState), byKey: make(map[string]string),
+			payoutByKey: make(map[string]string), payoutByRef: make(map[string]string),
+			refundByKey: make(map[string]string), refundByRef: make(map[string]string),
+		}
 		if len(spec.Routes) > 0 {
 			p.apiKey, p.secret = spec.Routes[0].APIKey, spec.Routes[0].NotifySecret
 		}
@@ -210,6 +268,9 @@ func NewEmulator(opts EmulatorOptions) *Emulator {
 	e.api.HandleFunc("POST /{provider}/{route}/collections", e.route(e.create))
 	e.api.HandleFunc("GET /{provider}/{route}/collections/{id}", e.route(e.get))
 	e.api.HandleFunc("POST /{provider}/{route}/collections/{id}/otp", e.route(e.otp))
+	e.api.HandleFunc("POST /{provider}/{route}/payouts", e.route(e.createPayout))
+	e.api.HandleFunc("GET /{provider}/{route}/payouts", e.route(e.getPayout))
+	e.api.HandleFunc("POST /{provider}/{route}/refunds", e.route(e.createRefund))
 
 	e.control = http.NewServeMux()
 	e.control.HandleFunc("GET /_control", func(w http.ResponseWriter, r *http.Request) {
@@ -219,6 +280,7 @@ func NewEmulator(opts EmulatorOptions) *Emulator {
 	e.control.HandleFunc("POST /_control/providers/{provider}", e.controlProvider)
 	e.control.HandleFunc("POST /_control/collections/{id}/payer", e.controlPayer)
 	e.control.HandleFunc("POST /_control/collections/{id}/dispute", e.controlDispute)
+	e.control.HandleFunc("POST /_control/payouts/{id}/settle", e.controlSettle)
 	return e
 }
 
@@ -270,7 +332,12 @@ func (e *Emulator) SetProvider(provider string, s ProviderSwitches) error {
 func (e *Emulator) State() EmulatorState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := EmulatorState{Providers: make(map[string]EmulatedProvider, len(e.providers)), Collections: len(e.collections)}
+	st := EmulatorState{
+		Providers:   make(map[string]EmulatedProvider, len(e.providers)),
+		Collections: len(e.collections),
+		Payouts:     len(e.payouts),
+		Refunds:     len(e.refunds),
+	}
 	for name, p := range e.providers {
 		ep := EmulatedProvider{ProviderSwitches: p.switches, Routes: make(map[string]RouteState, len(p.routes))}
 		for rn, rs := range p.routes {
@@ -388,11 +455,11 @@ func (e *Emulator) send(url, secret string, ev Event, lose bool) Delivery {
 	d := Delivery{EventID: ev.EventID, URL: url}
 	if lose {
 		d.Lost = true
-		e.log.Info("notification lost", "event_id", ev.EventID, "collection", ev.Collection.ID)
+		e.log.Info("notification lost", "event_id", ev.EventID, "type", ev.Type, "object", eventObject(ev))
 		return d
 	}
 	if url == "" {
-		d.Error = "the collection has no notify_url"
+		d.Error = "no notify_url was given"
 		return d
 	}
 	body, _ := json.Marshal(ev)
@@ -730,6 +797,7 @@ func (e *Emulator) controlRoute(w http.ResponseWriter, r *http.Request) {
 func (e *Emulator) controlProvider(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		LoseCallbacks *bool `json:"lose_callbacks"`
+		HoldPayouts   *bool `json:"hold_payouts"`
 	}
 	if err := decodeBody(r, &in); err != nil {
 		writeError(w, err)
@@ -740,6 +808,9 @@ func (e *Emulator) controlProvider(w http.ResponseWriter, r *http.Request) {
 	p, ok := e.providers[provider]
 	if ok && in.LoseCallbacks != nil {
 		p.switches.LoseCallbacks = *in.LoseCallbacks
+	}
+	if ok && in.HoldPayouts != nil {
+		p.switches.HoldPayouts = *in.HoldPayouts
 	}
 	e.mu.Unlock()
 	if !ok {

@@ -20,7 +20,10 @@ type Options struct {
 	// timestamps use it.
 	Now func() time.Time
 	// HTTPClient carries live requests (default: a client without its own
-	// timeout; each route's timeout_ms bounds each request).
+	// timeout; each route's timeout_ms bounds each request). Its transport
+	// should set ExpectContinueTimeout, as http.DefaultTransport does:
+	// payouts and refunds fail over only when their body provably never
+	// left (see the package documentation).
 	HTTPClient *http.Client
 	// Notify receives, asynchronously, the notifications the simulators
 	// send, as a real provider's webhook would arrive. It may be nil.

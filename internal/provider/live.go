@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,9 @@ const maxResponse = 1 << 20
 type routeFailure struct {
 	cause string // short, for RouteReason and logs
 	err   error
+	// unsent is set, for a guarded request (see call), when its body
+	// provably never left Xaalis: the provider cannot have acted on it.
+	unsent bool
 }
 
 func (f *routeFailure) Error() string {
@@ -44,43 +48,101 @@ func (b *businessError) Error() string {
 	return fmt.Sprintf("http %d %s: %s", b.status, b.code, b.message)
 }
 
+// guardedBody is the body of a guarded request. Until the transport
+// reads it, not one byte of it has left Xaalis; seal then forbids any
+// later read, so that "never read" is final and provable.
+type guardedBody struct {
+	r     *bytes.Reader
+	state *atomic.Int32 // bodyUnread, bodyRead or bodySealed
+}
+
+const (
+	bodyUnread int32 = iota
+	bodyRead
+	bodySealed
+)
+
+var errBodySealed = errors.New("provider: request abandoned before its body was sent")
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	if !b.state.CompareAndSwap(bodyUnread, bodyRead) && b.state.Load() != bodyRead {
+		return 0, errBodySealed
+	}
+	return b.r.Read(p)
+}
+
+func (b *guardedBody) Close() error { return nil }
+
 // call sends one request to one route and decodes a 2xx answer into out.
 // It returns nil, a *routeFailure or a *businessError.
-func (g *Gateway) call(ctx context.Context, rt xaalis.RouteSpec, method, path, idemKey string, in, out any) error {
+//
+// A guarded call (payouts and refunds: money leaves) sends its JSON body
+// with "Expect: 100-continue": the transport sends the headers, and the
+// body only once the provider asks for it (or after the transport's
+// ExpectContinueTimeout). When the call fails and the body was never read
+// by the transport, the body is sealed and the failure is marked unsent:
+// the provider never had the amount or the recipient, so it cannot have
+// moved money, and another route may be tried.
+func (g *Gateway) call(ctx context.Context, rt xaalis.RouteSpec, method, path, idemKey string, guarded bool, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, rt.Timeout())
 	defer cancel()
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("provider: encode request: %w", err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(rt.BaseURL, "/")+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(rt.BaseURL, "/")+path, nil)
 	if err != nil {
-		return &routeFailure{cause: "bad base_url", err: err}
+		return &routeFailure{cause: "bad base_url", err: err, unsent: true}
+	}
+	var bodyState atomic.Int32
+	if body != nil {
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) {
+			if guarded {
+				return &guardedBody{r: bytes.NewReader(body), state: &bodyState}, nil
+			}
+			return io.NopCloser(bytes.NewReader(body)), nil
+		}
+		req.Body, _ = req.GetBody()
+	}
+	// unsent seals the body of a guarded request that failed: true when
+	// the transport never read it.
+	unsent := func() bool {
+		return guarded && body != nil && bodyState.CompareAndSwap(bodyUnread, bodySealed)
 	}
 	req.Header.Set("Authorization", "Bearer "+rt.APIKey)
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+		if guarded {
+			req.Header.Set("Expect", "100-continue")
+		}
 	}
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
 	}
 	resp, err := g.opts.HTTPClient.Do(req)
 	if err != nil {
-		return &routeFailure{cause: failureCause(err), err: err}
+		return &routeFailure{cause: failureCause(err), err: err, unsent: unsent()}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return &routeFailure{cause: failureCause(err), err: err}
+		rf := &routeFailure{cause: failureCause(err), err: err}
+		// A 2xx whose answer was cut off is never unsent: the provider
+		// may have acted (an idempotent replay needs no body).
+		if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+			rf.unsent = unsent()
+		}
+		return rf
 	}
 	switch c := resp.StatusCode; {
 	case c >= 500 || c == http.StatusTooManyRequests || c == http.StatusRequestTimeout:
-		return &routeFailure{cause: fmt.Sprintf("http %d", c)}
+		return &routeFailure{cause: fmt.Sprintf("http %d", c), unsent: unsent()}
 	case c >= 400:
 		var ae APIError
 		_ = json.Unmarshal(b, &ae)
@@ -114,14 +176,40 @@ func failureCause(err error) string {
 	return "connection error"
 }
 
+// policy tunes tryRoutes for one kind of call.
+type policy struct {
+	// unsentOnly passes over a failed route only when the request
+	// provably never reached it (routeFailure.unsent): payouts and
+	// refunds move money without anyone's approval, so a request whose
+	// outcome is unknown must not be sent again elsewhere. Any other
+	// failure stops at once with gateway_unavailable.
+	unsentOnly bool
+	// notFound treats a 404 {"error":{"code":"not_found"}} as "this route
+	// does not know it": the next route is asked, and when every route
+	// answered so, the result is not_found.
+	notFound bool
+	// refusal maps a business refusal to the error returned; nil is
+	// gateway_error.
+	refusal func(provider string, be *businessError) error
+	// unknown ends the message of an unknown outcome (unsentOnly): what
+	// the caller should do.
+	unknown string
+}
+
 // tryRoutes runs call on the routes in order, skipping open breakers and
 // passing over routes that fail, and returns the route that answered and
 // why it was chosen. A business refusal stops at once as gateway_error.
 func (g *Gateway) tryRoutes(ctx context.Context, provider, op string, routes []xaalis.RouteSpec, call func(context.Context, xaalis.RouteSpec) error) (string, string, error) {
+	return g.tryRoutesWith(ctx, provider, op, routes, policy{}, call)
+}
+
+// tryRoutesWith is tryRoutes under a policy.
+func (g *Gateway) tryRoutesWith(ctx context.Context, provider, op string, routes []xaalis.RouteSpec, pol policy, call func(context.Context, xaalis.RouteSpec) error) (string, string, error) {
 	if len(routes) == 0 {
 		return "", "", refuse(provider, "The provider %s has no live route configured.", provider)
 	}
 	var passed []string
+	notFound := 0
 	for _, rt := range routes {
 		b := g.breaker(provider, rt.Name)
 		if !b.allow(g.now()) {
@@ -141,9 +229,18 @@ func (g *Gateway) tryRoutes(ctx context.Context, provider, op string, routes []x
 				reason = "failover: " + strings.Join(passed, "; ")
 			}
 			return rt.Name, reason, nil
+		case errors.As(err, &be) && pol.notFound && be.status == http.StatusNotFound && be.code == CodeNotFound:
+			b.success()
+			notFound++
+			passed = append(passed, rt.Name+": not found")
 		case errors.As(err, &be):
 			b.success()
 			g.log.Info("provider refused", "provider", provider, "route", rt.Name, "op", op, "status", be.status, "code", be.code)
+			if pol.refusal != nil {
+				if err := pol.refusal(provider, be); err != nil {
+					return rt.Name, "", err
+				}
+			}
 			msg := be.message
 			if msg == "" {
 				msg = "no message"
@@ -155,15 +252,24 @@ func (g *Gateway) tryRoutes(ctx context.Context, provider, op string, routes []x
 				return "", "", unavailable(provider, 5*time.Second, "The request to the provider %s was cancelled.", provider)
 			}
 			opened := b.failure(g.now())
-			g.log.Warn("provider route failed", "provider", provider, "route", rt.Name, "op", op, "cause", rf.cause, "err", err)
+			g.log.Warn("provider route failed", "provider", provider, "route", rt.Name, "op", op, "cause", rf.cause, "unsent", rf.unsent, "err", err)
 			if opened {
 				g.log.Warn("provider route circuit opened", "provider", provider, "route", rt.Name)
+			}
+			if pol.unsentOnly && !rf.unsent {
+				return rt.Name, "", unavailable(provider, 5*time.Second,
+					"The outcome of the %s on the provider %s is unknown (%s: %s): %s.", op, provider, rt.Name, rf.cause, pol.unknown)
 			}
 			passed = append(passed, rt.Name+": "+rf.cause)
 		default:
 			b.release()
 			return "", "", err
 		}
+	}
+	if pol.notFound && notFound == len(routes) {
+		// xaalis.ErrNotFound itself, so that both errors.Is and
+		// xaalis.ErrorCode recognise it.
+		return "", "", xaalis.ErrNotFound
 	}
 	return "", "", g.noRoute(provider, routes, passed)
 }
@@ -220,7 +326,7 @@ func (g *Gateway) liveInitiate(ctx context.Context, r xaalis.InitiateRequest) (x
 	var col Collection
 	route, reason, err := g.tryRoutes(ctx, r.Provider, "initiate", spec.Routes, func(ctx context.Context, rt xaalis.RouteSpec) error {
 		var c Collection
-		if err := g.call(ctx, rt, http.MethodPost, "/collections", key, body, &c); err != nil {
+		if err := g.call(ctx, rt, http.MethodPost, "/collections", key, false, body, &c); err != nil {
 			return err
 		}
 		if _, ok := state(c.Status); !ok || c.ID == "" {
@@ -276,7 +382,7 @@ func (g *Gateway) liveStatus(ctx context.Context, provider, route, ref string) (
 	var out xaalis.ProviderStatus
 	_, _, err := g.tryRoutes(ctx, provider, "status", orderFrom(spec.Routes, route), func(ctx context.Context, rt xaalis.RouteSpec) error {
 		var c Collection
-		if err := g.call(ctx, rt, http.MethodGet, "/collections/"+url.PathEscape(ref), "", nil, &c); err != nil {
+		if err := g.call(ctx, rt, http.MethodGet, "/collections/"+url.PathEscape(ref), "", false, nil, &c); err != nil {
 			return err
 		}
 		st, err := collectionStatus(c)
@@ -291,7 +397,7 @@ func (g *Gateway) liveOTP(ctx context.Context, provider, route, ref, otp string)
 	var out xaalis.ProviderStatus
 	_, _, err := g.tryRoutes(ctx, provider, "otp", orderFrom(spec.Routes, route), func(ctx context.Context, rt xaalis.RouteSpec) error {
 		var c Collection
-		if err := g.call(ctx, rt, http.MethodPost, "/collections/"+url.PathEscape(ref)+"/otp", "", OTPRequest{OTP: otp}, &c); err != nil {
+		if err := g.call(ctx, rt, http.MethodPost, "/collections/"+url.PathEscape(ref)+"/otp", "", false, OTPRequest{OTP: otp}, &c); err != nil {
 			return err
 		}
 		st, err := collectionStatus(c)

@@ -7,7 +7,8 @@ import (
 )
 
 // Magic is the last four digits of a payer phone number that fix the
-// outcome of a collection in the simulators and the emulator.
+// outcome of a collection in the simulators and the emulator (and, of a
+// recipient's number, the outcome of a payout).
 type Magic string
 
 // The magic suffixes (see the package documentation).

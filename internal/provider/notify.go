@@ -17,6 +17,10 @@ import (
 // not serving the notification's country is provider_unavailable_webhook;
 // a missing or wrong signature or a stale timestamp is invalid_signature;
 // a signed body that is not a notification is invalid_request.
+//
+// A payout.updated notification gives the payout's provider id as
+// Notification.ProviderRef (the PayoutResult.ProviderRef Payout returned),
+// its state and reason; EventID stays the provider's event id.
 func (g *Gateway) VerifyNotification(ctx context.Context, provider string, r *http.Request, body []byte) (xaalis.Notification, error) {
 	p, ok := g.spec(provider)
 	if !ok || !p.Enabled {
@@ -45,15 +49,16 @@ func (g *Gateway) VerifyNotification(ctx context.Context, provider string, r *ht
 		e.Message = "The provider " + provider + " is disabled for country " + country + "."
 		return xaalis.Notification{}, e
 	}
-	st, _ := state(ev.Collection.Status)
-	n := xaalis.Notification{
-		EventID:     ev.EventID,
-		Provider:    provider,
-		Country:     c,
-		ProviderRef: ev.Collection.ID,
-		State:       st,
-		Reason:      ev.Collection.Reason,
+	n := xaalis.Notification{EventID: ev.EventID, Provider: provider, Country: c}
+	if po := ev.Payout; ev.Type == EventPayoutUpdated {
+		// A payout's notification names the payout by the provider's id,
+		// as Payout answered it (PayoutResult.ProviderRef).
+		n.ProviderRef, n.Reason = po.ID, po.Reason
+		n.State, _ = state(po.Status)
+		return n, nil
 	}
+	n.ProviderRef, n.Reason = ev.Collection.ID, ev.Collection.Reason
+	n.State, _ = state(ev.Collection.Status)
 	if d := ev.Dispute; ev.Type == EventDisputeOpened && d != nil {
 		cur := xaalis.Currency(d.Currency)
 		if cur == "" {
@@ -122,10 +127,25 @@ func parseEvent(body []byte) (Event, error) {
 	if dec.More() {
 		return bad("trailing data after the JSON object")
 	}
-	switch {
-	case ev.EventID == "" || len(ev.EventID) > 255:
+	if ev.EventID == "" || len(ev.EventID) > 255 {
 		return bad("event_id is missing or too long")
-	case ev.Collection.ID == "" || len(ev.Collection.ID) > 255:
+	}
+	if ev.Type == EventPayoutUpdated {
+		po := ev.Payout
+		switch {
+		case po == nil:
+			return bad("payout is missing")
+		case po.ID == "" || len(po.ID) > 255:
+			return bad("payout.id is missing or too long")
+		case len(po.Reference) > 255 || len(po.Reason) > 255:
+			return bad("payout.reference or payout.reason is too long")
+		}
+		if _, ok := state(po.Status); !ok {
+			return bad("payout.status must be pending, success, failed or cancelled")
+		}
+		return ev, nil
+	}
+	if ev.Collection.ID == "" || len(ev.Collection.ID) > 255 {
 		return bad("collection.id is missing or too long")
 	}
 	if _, ok := state(ev.Collection.Status); !ok {
@@ -142,7 +162,7 @@ func parseEvent(body []byte) (Event, error) {
 			return bad("dispute.currency is unknown")
 		}
 	default:
-		return bad("type must be " + EventCollectionUpdated + " or " + EventDisputeOpened)
+		return bad("type must be " + EventCollectionUpdated + ", " + EventDisputeOpened + " or " + EventPayoutUpdated)
 	}
 	return ev, nil
 }

@@ -151,6 +151,38 @@ func TestVerifyNotification(t *testing.T) {
 			wantCode(t, err, xaalis.EInvalidRequest)
 		}
 	})
+	t.Run("OKPayout", func(t *testing.T) {
+		b, _ := json.Marshal(provider.Event{EventID: "evt_p1", Type: provider.EventPayoutUpdated, Country: "SN",
+			Payout: &provider.EventPayout{ID: "po_a_1", Reference: "TXN-1", Status: "failed", Reason: provider.ReasonRecipientRejected}})
+		if strings.Contains(string(b), `"collection"`) {
+			t.Fatalf("a payout event carries a collection: %s", b)
+		}
+		n, err := verify("channel_a", provider.Sign(secretA, now, b), b)
+		want := xaalis.Notification{EventID: "evt_p1", Provider: "channel_a", Country: "SN", ProviderRef: "po_a_1",
+			State: xaalis.ProviderFailed, Reason: provider.ReasonRecipientRejected}
+		if err != nil || n != want {
+			t.Fatalf("%+v %v", n, err)
+		}
+		// Signatures and countries are checked as for collections.
+		_, err = verify("channel_a", provider.Sign("emulator-channel_b-notify", now, b), b)
+		wantCode(t, err, xaalis.EInvalidSignature)
+		ne := []byte(strings.Replace(string(b), `"SN"`, `"NE"`, 1))
+		_, err = verify("channel_a", provider.Sign(secretA, now, ne), ne)
+		wantCode(t, err, xaalis.EProviderUnavailableWebhook)
+	})
+	t.Run("ErrBadPayoutBody", func(t *testing.T) {
+		for _, b := range []string{
+			`{"event_id":"e","type":"payout.updated"}`,
+			`{"event_id":"e","type":"payout.updated","collection":{"id":"c","status":"success"}}`,
+			`{"event_id":"e","type":"payout.updated","payout":{"id":"","status":"success"}}`,
+			`{"event_id":"e","type":"payout.updated","payout":{"id":"p","status":"done"}}`,
+			`{"event_id":"","type":"payout.updated","payout":{"id":"p","status":"success"}}`,
+			`{"event_id":"e","type":"collection.updated","payout":{"id":"p","status":"success"}}`,
+		} {
+			_, err := verify("channel_a", provider.Sign(secretA, now, []byte(b)), []byte(b))
+			wantCode(t, err, xaalis.EInvalidRequest)
+		}
+	})
 	t.Run("OKDispute", func(t *testing.T) {
 		b := []byte(`{"event_id":"e2","type":"dispute.opened","country":"SN","collection":{"id":"c","status":"success"},"dispute":{"amount":1500,"reason":"fraud"}}`)
 		n, err := verify("channel_a", provider.Sign(secretA, now, b), b)
@@ -171,6 +203,7 @@ func FuzzVerifyNotification(f *testing.F) {
 	f.Add(good, provider.Sign(secretA, now, good)+",v1=00", false)
 	f.Add([]byte(`{"event_id":"e","type":"dispute.opened","collection":{"id":"c","status":"pending"},"dispute":{"amount":-1}}`), "t=1,v1=ab", true)
 	f.Add([]byte(`{}`), "", true)
+	f.Add([]byte(`{"event_id":"e","type":"payout.updated","payout":{"id":"po_a_1","status":"success"}}`), "", true)
 	f.Fuzz(func(t *testing.T, body []byte, header string, resign bool) {
 		cfg, err := xaalis.LoadConfig("")
 		if err != nil {

@@ -82,6 +82,7 @@ type simCollection struct {
 	otpAttempts int
 	created     time.Time
 	next        *xaalis.NextAction
+	refunded    int64 // minor units refunded so far
 }
 
 // simulator is one provider in test mode: real state, in memory.
@@ -93,6 +94,8 @@ type simulator struct {
 	mu          sync.Mutex
 	collections map[string]*simCollection // by provider ref
 	byReference map[string]string         // Xaalis reference -> provider ref
+	payouts     map[string]*simPayout     // by Xaalis reference
+	refunds     map[string]*simRefund     // by Xaalis reference
 }
 
 func newSimulator(provider string, g *Gateway) *simulator {
@@ -106,6 +109,8 @@ func newSimulator(provider string, g *Gateway) *simulator {
 		g:           g,
 		collections: make(map[string]*simCollection),
 		byReference: make(map[string]string),
+		payouts:     make(map[string]*simPayout),
+		refunds:     make(map[string]*simRefund),
 	}
 }
 
@@ -248,3 +253,116 @@ func (s *simulator) notify(ctx context.Context, n xaalis.Notification) {
 		go f(ctx, n)
 	}
 }
+
+// payoutOutcome maps a recipient's magic suffix to the state a payout
+// settles in at once; 0004 stays pending forever, ordinary numbers succeed.
+func payoutOutcome(m Magic) (xaalis.ProviderState, string) {
+	switch m {
+	case MagicFailed:
+		return xaalis.ProviderFailed, ReasonRecipientRejected
+	case MagicCancelled:
+		return xaalis.ProviderCancelled, ReasonPayoutCancelled
+	case MagicNoPayer:
+		return xaalis.ProviderPending, ""
+	}
+	return xaalis.ProviderSuccess, ""
+}
+
+// simPayout is a payout a simulator holds.
+type simPayout struct {
+	ref       string
+	reference string
+	state     xaalis.ProviderState
+	reason    string
+	amount    xaalis.Amount
+	phone     string
+}
+
+func (p *simPayout) result() xaalis.PayoutResult {
+	return xaalis.PayoutResult{ProviderRef: p.ref, State: p.state, Reason: p.reason, Route: simRoute, RouteReason: "test mode"}
+}
+
+// simRefund is a refund a simulator holds.
+type simRefund struct {
+	ref        string
+	collection string // the payment's provider ref
+	amount     xaalis.Amount
+}
+
+func (f *simRefund) result() xaalis.PayoutResult {
+	return xaalis.PayoutResult{ProviderRef: f.ref, State: xaalis.ProviderSuccess, Route: simRoute, RouteReason: "test mode"}
+}
+
+func (s *simulator) payout(r xaalis.PayoutOrder) (xaalis.PayoutResult, error) {
+	magic := MagicOf(r.RecipientPhone)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The same reference is the same payout: it is never sent twice.
+	if p, ok := s.payouts[r.Reference]; ok {
+		if p.amount != r.Amount || p.phone != r.RecipientPhone {
+			return xaalis.PayoutResult{}, refuse(s.provider, "The reference %s was used for another payout.", r.Reference)
+		}
+		return p.result(), nil
+	}
+	// Refused and unreachable payouts are not recorded: no money moved,
+	// and PayoutStatus answers not_found.
+	switch magic {
+	case MagicRefused:
+		return xaalis.PayoutResult{}, refuse(s.provider, "The provider refused the payout (test number ending %s).", magic)
+	case MagicUnreachable:
+		return xaalis.PayoutResult{}, unavailable(s.provider, 30*time.Second, "The provider is unreachable (test number ending %s).", magic)
+	}
+	p := &simPayout{
+		ref:       randomID(s.payoutPrefix()),
+		reference: r.Reference,
+		amount:    r.Amount,
+		phone:     r.RecipientPhone,
+	}
+	p.state, p.reason = payoutOutcome(magic)
+	s.payouts[r.Reference] = p
+	return p.result(), nil
+}
+
+func (s *simulator) payoutStatus(reference string) (xaalis.PayoutResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.payouts[reference]
+	if !ok {
+		return xaalis.PayoutResult{}, xaalis.ErrNotFound
+	}
+	return p.result(), nil
+}
+
+// refund gives back part of a collection at once. A collection the
+// simulator knows must be a success with enough left to refund; one it
+// does not know (its state is lost on restart) is refunded blindly, since
+// the simulator cannot tell.
+func (s *simulator) refund(r xaalis.RefundRequest) (xaalis.PayoutResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.refunds[r.Reference]; ok {
+		if f.collection != r.PaymentProviderRef || f.amount != r.Amount {
+			return xaalis.PayoutResult{}, refuse(s.provider, "The reference %s was used for another refund.", r.Reference)
+		}
+		return f.result(), nil
+	}
+	if c, ok := s.collections[r.PaymentProviderRef]; ok {
+		switch {
+		case c.state != xaalis.ProviderSuccess:
+			return xaalis.PayoutResult{}, refuse(s.provider, "The collection %s is %s: only a successful collection can be refunded.", c.ref, c.state)
+		case c.amount.Currency != r.Amount.Currency:
+			return xaalis.PayoutResult{}, refuse(s.provider, "The refund is in %s, the collection in %s.", r.Amount.Currency, c.amount.Currency)
+		case c.refunded+r.Amount.Minor > c.amount.Minor:
+			return xaalis.PayoutResult{}, refuse(s.provider, "The refund exceeds what remains of the collection %s (%d of %d minor units refunded).", c.ref, c.refunded, c.amount.Minor)
+		}
+		c.refunded += r.Amount.Minor
+	}
+	f := &simRefund{ref: randomID(s.refundPrefix()), collection: r.PaymentProviderRef, amount: r.Amount}
+	s.refunds[r.Reference] = f
+	return f.result(), nil
+}
+
+// payoutPrefix and refundPrefix start the simulator's payout and refund
+// ids: simpo_a_..., simrf_a_...
+func (s *simulator) payoutPrefix() string { return "simpo_" + strings.TrimPrefix(s.prefix, "sim_") }
+func (s *simulator) refundPrefix() string { return "simrf_" + strings.TrimPrefix(s.prefix, "sim_") }

@@ -41,6 +41,55 @@ type OTPRequest struct {
 	OTP string `json:"otp"`
 }
 
+// PayoutRequest is the body of POST {base}/payouts.
+type PayoutRequest struct {
+	Reference string `json:"reference"`
+	// Amount is in minor units.
+	Amount        int64  `json:"amount"`
+	Currency      string `json:"currency"`
+	Phone         string `json:"phone"` // the recipient's E.164 number
+	Country       string `json:"country"`
+	RecipientName string `json:"recipient_name,omitempty"`
+	NotifyURL     string `json:"notify_url,omitempty"`
+}
+
+// Payout is a provider's answer about one payout.
+type Payout struct {
+	ID        string `json:"id"`
+	Reference string `json:"reference"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// RefundRequest is the body of POST {base}/refunds.
+type RefundRequest struct {
+	Reference    string `json:"reference"`
+	CollectionID string `json:"collection_id"`
+	// Amount is in minor units.
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// Refund is a provider's answer about one refund.
+type Refund struct {
+	ID        string `json:"id"`
+	Reference string `json:"reference"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Error codes of the provider API that the adapters act upon.
+const (
+	// CodeNotFound, with HTTP 404, answers GET {base}/payouts?reference=
+	// for a reference the provider never received.
+	CodeNotFound = "not_found"
+	// CodePayoutUnsupported and CodeRefundUnsupported (HTTP 422) answer a
+	// provider that makes no payouts or no refunds; the adapters map them
+	// to provider_payout_unsupported and refund_not_supported.
+	CodePayoutUnsupported = "payout_unsupported"
+	CodeRefundUnsupported = "refund_unsupported"
+)
+
 // APIError is the body of every 4xx and 5xx answer.
 type APIError struct {
 	Error struct {
@@ -53,15 +102,19 @@ type APIError struct {
 const (
 	EventCollectionUpdated = "collection.updated"
 	EventDisputeOpened     = "dispute.opened"
+	EventPayoutUpdated     = "payout.updated"
 )
 
-// Event is a notification a provider POSTs to a collection's notify_url.
+// Event is a notification a provider POSTs to a collection's or a
+// payout's notify_url. Collection events (collection.updated,
+// dispute.opened) carry Collection; payout.updated carries Payout.
 type Event struct {
 	EventID    string          `json:"event_id"`
 	Type       string          `json:"type"`
 	Country    string          `json:"country,omitempty"`
-	Collection EventCollection `json:"collection"`
+	Collection EventCollection `json:"collection,omitzero"`
 	Dispute    *EventDispute   `json:"dispute,omitempty"`
+	Payout     *EventPayout    `json:"payout,omitempty"`
 }
 
 // EventCollection is the collection an Event is about.
@@ -69,6 +122,14 @@ type EventCollection struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// EventPayout is the payout of a payout.updated Event.
+type EventPayout struct {
+	ID        string `json:"id"`
+	Reference string `json:"reference,omitempty"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // EventDispute is the dispute of a dispute.opened Event.

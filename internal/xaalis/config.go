@@ -35,6 +35,9 @@ type Config struct {
 	// FXRates maps "FROM/TO" to a decimal rate: one unit of FROM is worth
 	// rate units of TO. The reverse pair is derived.
 	FXRates map[string]string `json:"fx_rates"`
+	// WithdrawalFee prices a payout request (its provider and country are
+	// ignored).
+	WithdrawalFee FeeGrid `json:"withdrawal_fee"`
 	// PaymentExpiry is the default lifetime of a payment (expires_in).
 	PaymentExpirySeconds int `json:"payment_expiry_seconds"`
 	// ReconcileAfterSeconds: a payment pending this long is polled.

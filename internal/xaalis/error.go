@@ -265,9 +265,12 @@ func (v ValidationErrors) Err() error {
 	return &Error{Code: EValidation, Fields: v}
 }
 
-// ErrorCode returns the code of the first *Error in err's chain, or
-// api_error when there is none.
+// ErrorCode returns the code of the first *Error in err's chain, "" for
+// no error, or api_error when err is not a domain error.
 func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code

@@ -94,6 +94,40 @@ type DisputeNotice struct {
 	Reason string
 }
 
+// PayoutOrder asks a provider to send money to a wallet. Reference (the
+// payout's TXN- reference) is the provider's idempotency key: sending the
+// same payout again returns the first one.
+type PayoutOrder struct {
+	Mode           Mode
+	TransactionID  string
+	Reference      string
+	Provider       string
+	Country        Country
+	Amount         Amount
+	RecipientPhone string
+	RecipientName  string
+	NotifyURL      string
+}
+
+// PayoutResult is a provider's answer about a payout.
+type PayoutResult struct {
+	ProviderRef string
+	State       ProviderState // success, failed or pending
+	Reason      string
+	Route       string
+	RouteReason string
+}
+
+// RefundRequest asks a provider to give back part or all of a payment.
+type RefundRequest struct {
+	Mode               Mode
+	Reference          string // the refund's TXN- reference: the idempotency key
+	Provider           string
+	Route              string // the payment's route
+	PaymentProviderRef string
+	Amount             Amount
+}
+
 // RouteHealth is the health of one route to a provider.
 type RouteHealth struct {
 	Route   string `json:"route"`
@@ -124,4 +158,15 @@ type Gateway interface {
 	VerifyNotification(ctx context.Context, provider string, r *http.Request, body []byte) (Notification, error)
 	// Health reports every route of a provider in a mode.
 	Health(mode Mode, provider string) []RouteHealth
+
+	// Payout sends money to a wallet. An error means the outcome is
+	// unknown or the call never got through; the caller asks again with
+	// PayoutStatus, or sends again with the same Reference.
+	Payout(ctx context.Context, r PayoutOrder) (PayoutResult, error)
+	// PayoutStatus asks about a payout by its Reference. It returns
+	// not_found when the provider never received it (safe to send).
+	PayoutStatus(ctx context.Context, mode Mode, provider, reference string) (PayoutResult, error)
+	// Refund gives back part or all of a payment. It returns
+	// refund_not_supported for providers without automatic refunds.
+	Refund(ctx context.Context, r RefundRequest) (PayoutResult, error)
 }

@@ -475,6 +475,9 @@ func (a *App) initiate(ctx context.Context, id string) (*Transaction, error) {
 			cur.ProviderRef, cur.NextAction = res.ProviderRef, res.NextAction
 			cur.Route, cur.RouteReason = res.Route, res.RouteReason
 			cur.FailureReason = ""
+			if err := a.postPayment(ctx, tx, cur, StatusInitiated, StatusPending); err != nil {
+				return err
+			}
 			cur.Status = StatusPending
 			cur.UpdatedAt = a.now()
 			if err := tx.UpdateTransaction(ctx, cur); err != nil {
@@ -519,6 +522,11 @@ func (a *App) settle(ctx context.Context, tx Tx, t *Transaction, state ProviderS
 
 // transition changes a payment's status and writes its event in tx.
 func (a *App) transition(ctx context.Context, tx Tx, t *Transaction, to Status, event, reason string) error {
+	if t.Type == TypePayment {
+		if err := a.postPayment(ctx, tx, t, t.Status, to); err != nil {
+			return err
+		}
+	}
 	t.Status = to
 	if to != StatusSuccess {
 		t.FailureReason = reason
@@ -527,6 +535,11 @@ func (a *App) transition(ctx context.Context, tx Tx, t *Transaction, to Status, 
 	if err := tx.UpdateTransaction(ctx, t); err != nil {
 		return fmt.Errorf("update transaction: %w", err)
 	}
+	return a.writeEvent(ctx, tx, t, event)
+}
+
+// writeEvent stores an event carrying the record as it now is.
+func (a *App) writeEvent(ctx context.Context, tx Tx, t *Transaction, event string) error {
 	data, err := json.Marshal(a.decorate(t))
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/xaalis/xaalis/internal/ledger"
 )
 
 // Store is the persistence the domain needs. Two adapters implement it,
@@ -56,6 +58,25 @@ type Store interface {
 	Customer(ctx context.Context, merchantID, id string) (*Customer, error)
 	// Events returns the events of an object in order.
 	Events(ctx context.Context, objectID string) ([]*Event, error)
+	// OperatorTokenByHash finds an operator token.
+	OperatorTokenByHash(ctx context.Context, hash []byte) (*OperatorToken, error)
+
+	// Balances returns the cached balances of accounts in a currency (0 for
+	// an account without postings) and when the newest of them changed.
+	Balances(ctx context.Context, accounts []string, currency Currency) (map[string]int64, time.Time, error)
+	// CheckLedger compares every cached balance with the sum of its
+	// postings and every entry's sum with zero; it returns the differences.
+	CheckLedger(ctx context.Context) ([]ledger.Problem, error)
+	// Entries returns the ledger entries a record caused, in order.
+	Entries(ctx context.Context, refID string) ([]*ledger.Entry, error)
+	// PayoutRequest returns one of the merchant's payout requests by id or
+	// PR- reference.
+	PayoutRequest(ctx context.Context, merchantID, key string) (*PayoutRequest, error)
+	// PayoutRequests returns the merchant's latest payout requests in a
+	// mode, newest first.
+	PayoutRequests(ctx context.Context, merchantID string, mode Mode, limit int) ([]*PayoutRequest, error)
+	// Settlements lists completed payout requests, newest first, and the total.
+	Settlements(ctx context.Context, merchantID string, mode Mode, page PageRequest) ([]*PayoutRequest, int, error)
 
 	// ClaimIdempotency claims a key for one request, in its own
 	// transaction, counting new keys against the quota.
@@ -114,6 +135,34 @@ type Tx interface {
 	// reports whether it is new.
 	NotificationFirstSeen(ctx context.Context, provider, eventID string, at time.Time) (bool, error)
 
+	// PostEntry writes a journal entry and updates the cached balances of
+	// its accounts. It returns ledger.ErrUnbalanced for an entry that does
+	// not sum to zero and ledger.ErrNegative when a non-negative account
+	// (ledger.NonNegative) would go below zero; the caller rolls back.
+	PostEntry(ctx context.Context, e *ledger.Entry) error
+	// LockBalance locks an account's cached balance for this transaction
+	// (creating it at zero) and returns it: concurrent transactions that
+	// lock the same account wait for each other.
+	LockBalance(ctx context.Context, account string, currency Currency) (int64, error)
+	// RefundedAmount sums the amounts of a payment's refunds that are not
+	// failed (initiated, pending, success).
+	RefundedAmount(ctx context.Context, paymentID string) (int64, error)
+	// TransactionByIdempotencyKey finds a payout or refund created under an
+	// Idempotency-Key, locked.
+	TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode Mode, key string) (*Transaction, error)
+
+	InsertPayoutRequest(ctx context.Context, r *PayoutRequest) error
+	PayoutRequestForUpdate(ctx context.Context, id string) (*PayoutRequest, error)
+	UpdatePayoutRequest(ctx context.Context, r *PayoutRequest) error
+	// PayoutRequestsSince counts a merchant's payout requests created at or
+	// after since (both modes) and returns the oldest one's time; the
+	// merchant's row is locked first so that concurrent submissions count
+	// each other.
+	PayoutRequestsSince(ctx context.Context, merchantID string, since time.Time) (int, time.Time, error)
+
+	// InsertOperatorToken stores an operator token (its hash only).
+	InsertOperatorToken(ctx context.Context, t *OperatorToken) error
+
 	// CompleteIdempotency stores the response of the claim held by token.
 	// It returns ErrClaimLost when the claim is no longer the caller's, and
 	// the transaction must then roll back.
@@ -128,7 +177,10 @@ type DueQuery struct {
 	Expired bool
 	// Reconcile: pending payments last polled (or created) before Before.
 	Reconcile bool
-	Before    time.Time
+	// Dispatch: payouts and refunds still initiated or pending whose last
+	// provider call (dispatched_at, or created_at) was before Before.
+	Dispatch bool
+	Before   time.Time
 }
 
 // VolumeQuery selects payments counted against a limit: pending, success,

@@ -101,6 +101,18 @@ type Transaction struct {
 	// LimitAmount is the amount's worth in XOF minor units, summed by the
 	// volume limits.
 	LimitAmount int64
+	// ParentID is the payment a refund gives back.
+	ParentID string
+	// Fee is the provider fee of a payment, payout or refund, in the
+	// ledger's currency (the merchant's settlement currency).
+	Fee Amount
+	// IdempotencyKey is the key a payout or refund was created under.
+	IdempotencyKey string
+	// Description is a payout's or refund's free text (the refund reason).
+	Description string
+	// DispatchedAt is when the provider was last called about a payout or
+	// refund.
+	DispatchedAt *time.Time
 	// FX, when the payment currency is not the settlement currency.
 	ExchangeRate     string
 	SettlementAmount *Amount
@@ -156,6 +168,9 @@ type transactionJSON struct {
 	FailedURL          *string           `json:"failed_url"`
 	CallbackURL        *string           `json:"callback_url"`
 	FailureReason      *string           `json:"failure_reason"`
+	FeeAmount          *string           `json:"fee_amount"`
+	PaymentID          *string           `json:"payment_id"`
+	Description        *string           `json:"description"`
 	ExchangeRate       *string           `json:"exchange_rate,omitempty"`
 	SettlementAmount   *string           `json:"settlement_amount,omitempty"`
 	SettlementCurrency *Currency         `json:"settlement_currency,omitempty"`
@@ -185,6 +200,10 @@ func (t *Transaction) MarshalJSON() ([]byte, error) {
 	if t.Route != "" {
 		j.Route = &RouteInfo{Name: t.Route, Reason: t.RouteReason}
 	}
+	if t.Fee.Currency != "" {
+		j.FeeAmount = strPtr(t.Fee.Decimal())
+	}
+	j.PaymentID, j.Description = strPtr(t.ParentID), strPtr(t.Description)
 	if t.SettlementAmount != nil {
 		j.ExchangeRate = strPtr(t.ExchangeRate)
 		j.SettlementAmount = strPtr(t.SettlementAmount.Decimal())

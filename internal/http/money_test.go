@@ -1,0 +1,501 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/api"
+	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/postgres/pgtest"
+	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+type balanceRecord struct {
+	Object, Currency                         string
+	Available, Pending, Reserved, Accounting float64
+	LastUpdated                              string `json:"last_updated"`
+}
+
+func (e *env) balance(t *testing.T, key string) balanceRecord {
+	t.Helper()
+	var b balanceRecord
+	e.do(call{method: "GET", path: "/v1/balance", key: key}).want(t, 200, "").data(t, &b)
+	return b
+}
+
+// ledgerOK fails the test when any entry does not sum to zero or any
+// balance differs from its postings.
+func (e *env) ledgerOK(t *testing.T) {
+	t.Helper()
+	ps, err := e.app.LedgerCheck(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		t.Errorf("ledger: %s", p)
+	}
+	if len(ps) > 0 {
+		t.FailNow()
+	}
+}
+
+// fund makes n successful channel_a payments of amount XOF (1 % fee).
+func (e *env) fund(t *testing.T, key string, n, amount int) {
+	t.Helper()
+	for i := range n {
+		r, p := e.pay(t, key, fmt.Sprintf("fund-%d-%d", time.Now().UnixNano(), i),
+			fmt.Sprintf(`"amount":%d,"provider":"channel_a","payer":{"phone":"%s"}`, amount, provider.TestPhoneSuccess))
+		r.want(t, 201, "")
+		if p.Status != "success" {
+			t.Fatalf("funding payment %s", p.Status)
+		}
+	}
+}
+
+func payoutBody(ref string, amount int, prov, phone string) string {
+	return fmt.Sprintf(`{"merchant_ref":"%s","amount":%d,"currency":"XOF","provider":"%s","recipient":{"phone":"%s","name":"Moussa"},"description":"salary"}`,
+		ref, amount, prov, phone)
+}
+
+func TestBalanceAndPayouts(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		mid, keys := e.merchant()
+		if bal := e.balance(t, keys.SecretTest); bal.Object != "balance" || bal.Currency != "XOF" || bal.Available != 0 || bal.Pending != 0 {
+			t.Fatalf("new balance: %+v", bal)
+		}
+		// 10 000 XOF through channel_a in SN (1 %): 9 900 available.
+		e.fund(t, keys.SecretTest, 1, 10000)
+		// A pending payment shows in pending, not in available.
+		e.pay(t, keys.SecretTest, "pending-1", `"amount":3000,"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+		bal := e.balance(t, keys.SecretTest)
+		if bal.Available != 9900 || bal.Pending != 3000 || bal.Reserved != 0 || bal.Accounting != 9900 {
+			t.Fatalf("balance: %+v", bal)
+		}
+		e.ledgerOK(t)
+
+		t.Run("ErrInsufficientBalance", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-big",
+				body: payoutBody("po-big", 9850, "channel_a", "+221771112233")}).want(t, 422, xaalis.EInsufficientBalance)
+			// 9 850 + 1 % fee (98.50) = 9 948.50 > 9 900.
+			if r.err.Context["currency"] != "XOF" || r.err.Context["available"] != float64(9900) || r.err.Context["required"] != 9948.5 {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrProviderPayoutUnsupported", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-c",
+				body: payoutBody("po-c", 1000, "channel_c", "+221771112233")}).want(t, 422, xaalis.EProviderPayoutUnsupported)
+			if r.err.Context["provider"] != "channel_c" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
+		t.Run("ErrScopeInsufficient", func(t *testing.T) {
+			_, secret, err := e.app.CreateKey(context.Background(), xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest,
+				Type: xaalis.KeySecret, Scopes: []xaalis.Scope{xaalis.ScopeReadTransactions}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "POST", path: "/v1/payouts", key: secret, idem: "po-scope",
+				body: payoutBody("po-scope", 1000, "channel_a", "+221771112233")}).want(t, 403, xaalis.EScopeInsufficient)
+		})
+		t.Run("OKSuccess", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-1",
+				body: payoutBody("po-1", 1000, "channel_a", "+221771112233")}).want(t, 201, "")
+			var p txRecord
+			r.data(t, &p)
+			if p.Type != "payout" || p.Status != "success" || p.Amount != "1000.00" || *p.Provider != "channel_a" || *p.Payer.Phone != "+221771112233" {
+				t.Fatalf("payout: %s", r.body)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPayoutSuccess {
+				t.Fatalf("events %v", evs)
+			}
+			// 9 900 − 1 000 − 10 fee.
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 8890 || bal.Reserved != 0 {
+				t.Fatalf("after payout: %+v", bal)
+			}
+			// Replay: same answer, no second payout.
+			again := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-1",
+				body: payoutBody("po-1", 1000, "channel_a", "+221771112233")}).want(t, 201, "")
+			if again.header.Get("Idempotent-Replay") != "true" || string(again.body) != string(r.body) {
+				t.Fatal("payout not replayed")
+			}
+			var got txRecord
+			e.do(call{method: "GET", path: "/v1/payouts/po-1", key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+			if got.ID != p.ID {
+				t.Fatal("payout by merchant_ref")
+			}
+			e.do(call{method: "GET", path: "/v1/status/" + p.Reference, key: keys.SecretTest}).want(t, 200, "")
+		})
+		t.Run("OKFailedReleases", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-2",
+				body: payoutBody("po-2", 1000, "channel_b", provider.TestPhoneFailed)}).want(t, 201, "")
+			var p txRecord
+			r.data(t, &p)
+			if p.Status != "failed" {
+				t.Fatalf("payout to a failing wallet: %s", r.body)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPayoutFailed {
+				t.Fatalf("events %v", evs)
+			}
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 8890 || bal.Reserved != 0 {
+				t.Fatalf("after failed payout: %+v", bal)
+			}
+		})
+		t.Run("OKPendingReserves", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-3",
+				body: payoutBody("po-3", 1000, "channel_a", provider.TestPhoneNoPayer)}).want(t, 201, "")
+			var p txRecord
+			r.data(t, &p)
+			if p.Status != "pending" {
+				t.Fatalf("payout to a silent wallet: %s", r.body)
+			}
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 7880 || bal.Reserved != 1010 {
+				t.Fatalf("reserved: %+v", bal)
+			}
+		})
+		t.Run("OKList", func(t *testing.T) {
+			var list []txRecord
+			e.do(call{method: "GET", path: "/v1/payouts?status=success&provider=channel_a", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != 1 || list[0].Type != "payout" {
+				t.Fatalf("payouts: %+v", list)
+			}
+		})
+		t.Run("ErrPayoutsDisabled", func(t *testing.T) {
+			off := false
+			if _, err := e.app.UpdateMerchant(context.Background(), mid, xaalis.MerchantUpdate{PayoutsEnabled: &off}); err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-off",
+				body: payoutBody("po-off", 100, "channel_a", "+221771112233")}).want(t, 422, xaalis.EPayoutsDisabled)
+		})
+		e.ledgerOK(t)
+	})
+}
+
+// concurrentPayouts fires n payouts of 1 000 XOF at once across servers.
+func concurrentPayouts(t *testing.T, envs []*env, key string, n int) (created, refused int) {
+	var ok, no atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ref := fmt.Sprintf("race-%d", i)
+			r := envs[i%len(envs)].do(call{method: "POST", path: "/v1/payouts", key: key, idem: ref,
+				body: payoutBody(ref, 1000, "channel_a", "+221771112233")})
+			switch {
+			case r.status == 201:
+				ok.Add(1)
+			case r.status == 422 && r.err.Code == xaalis.EInsufficientBalance:
+				no.Add(1)
+			default:
+				t.Errorf("payout %d: %d %s", i, r.status, r.body)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return int(ok.Load()), int(no.Load())
+}
+
+func TestPayoutConcurrency(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(c *xhttp.Config, _ *xaalis.App) { c.RateLimit, c.RateBurst = 10000, 10000 })
+		_, keys := e.merchant()
+		// 10 100 XOF net covers exactly ten payouts of 1 000 + 10 fee.
+		e.fund(t, keys.SecretTest, 1, 10203)
+		if bal := e.balance(t, keys.SecretTest); bal.Available < 10100 || bal.Available >= 11110 {
+			t.Fatalf("funded %+v", bal)
+		}
+		created, refused := concurrentPayouts(t, []*env{e}, keys.SecretTest, 100)
+		if created != 10 || refused != 90 {
+			t.Fatalf("%d payouts created, %d refused; want 10 and 90", created, refused)
+		}
+		if bal := e.balance(t, keys.SecretTest); bal.Available < 0 || bal.Available >= 1010 {
+			t.Fatalf("after: %+v", bal)
+		}
+		e.ledgerOK(t)
+	})
+}
+
+// TestPayoutConcurrencyAcrossProcesses: two servers with their own pools
+// on one PostgreSQL database share one balance.
+func TestPayoutConcurrencyAcrossProcesses(t *testing.T) {
+	url := pgtest.URL(t)
+	big := func(c *xhttp.Config, _ *xaalis.App) { c.RateLimit, c.RateBurst = 10000, 10000 }
+	e1 := newEnv(t, openPostgresURL(t, url), big)
+	e2 := newEnv(t, openPostgresURL(t, url), big)
+	_, keys := e1.merchant()
+	e1.fund(t, keys.SecretTest, 1, 10203)
+	created, refused := concurrentPayouts(t, []*env{e1, e2}, keys.SecretTest, 100)
+	if created != 10 || refused != 90 {
+		t.Fatalf("%d payouts created, %d refused; want 10 and 90", created, refused)
+	}
+	e1.ledgerOK(t)
+}
+
+func TestRefunds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		e.fund(t, keys.SecretTest, 1, 50000) // available 49 500
+		_, p := e.pay(t, keys.SecretTest, "ref-pay", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		refund := func(idem, body string) *response {
+			return e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: idem, body: body, invalid: true})
+		}
+
+		t.Run("ErrValidation", func(t *testing.T) {
+			r := refund("rv-1", `{"transaction_id":"ref-pay","amount":100}`).want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["transaction_id"]) == 0 {
+				t.Fatalf("merchant_ref accepted as transaction_id: %s", r.body)
+			}
+			refund("rv-2", `{"transaction_id":"`+p.ID+`","amount":0}`).want(t, 422, xaalis.EAmountMustBePositive)
+		})
+		t.Run("ErrTransactionNotFound", func(t *testing.T) {
+			r := refund("rn-1", `{"transaction_id":"TXN-ZZZZZZZZZZZZZZZZ","amount":100}`).want(t, 404, xaalis.ETransactionNotFound)
+			if r.err.Context["transaction_id"] != "TXN-ZZZZZZZZZZZZZZZZ" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("ErrTransactionNotRefundable", func(t *testing.T) {
+			_, q := e.pay(t, keys.SecretTest, "ref-pending", `"provider":"channel_a","payer":{"phone":"+221771234567"}`)
+			r := refund("rp-1", `{"transaction_id":"`+q.Reference+`","amount":100}`).want(t, 422, xaalis.ETransactionNotRefundable)
+			if r.err.Context["status"] != "pending" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("ErrRefundNotSupported", func(t *testing.T) {
+			_, q := e.pay(t, keys.SecretTest, "ref-b", `"provider":"channel_b","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			r := refund("rb-1", `{"transaction_id":"`+q.ID+`","amount":100}`).want(t, 422, xaalis.ERefundNotSupported)
+			if r.err.Context["provider"] != "channel_b" || !strings.Contains(r.err.Message, "payout") {
+				t.Fatalf("refund_not_supported: %s", r.body)
+			}
+		})
+		t.Run("OKPartialThenFull", func(t *testing.T) {
+			r := refund("r-1", `{"transaction_id":"`+p.Reference+`","amount":4000,"reason":"returned item"}`).want(t, 201, "")
+			var rf txRecord
+			r.data(t, &rf)
+			if rf.Type != "refund" || rf.Status != "success" || rf.Amount != "4000.00" {
+				t.Fatalf("refund: %s", r.body)
+			}
+			if evs := e.events(t, rf.ID); len(evs) != 1 || evs[0] != xaalis.EventRefundSuccess {
+				t.Fatalf("refund events %v", evs)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 2 || evs[1] != xaalis.EventPaymentPartiallyRefunded {
+				t.Fatalf("payment events %v", evs)
+			}
+			r = refund("r-2", `{"transaction_id":"`+p.ID+`","amount":7000}`).want(t, 422, xaalis.ERefundExceedsRefundable)
+			c := r.err.Context
+			if c["requested"] != float64(7000) || c["refundable"] != float64(6000) || c["already_refunded"] != float64(4000) {
+				t.Fatalf("context %v", c)
+			}
+			refund("r-3", `{"transaction_id":"`+p.ID+`","amount":6000}`).want(t, 201, "")
+			var got txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + p.ID, key: keys.SecretTest}).data(t, &got)
+			if got.Status != "refunded" {
+				t.Fatalf("payment %s", got.Status)
+			}
+			if evs := e.events(t, p.ID); evs[len(evs)-1] != xaalis.EventPaymentRefunded {
+				t.Fatalf("payment events %v", evs)
+			}
+			refund("r-4", `{"transaction_id":"`+p.ID+`","amount":1}`).want(t, 422, xaalis.ETransactionAlreadyFullyRefunded)
+			// 49 500 funded + 9 900 (this payment) + 4 925 (the channel_b one,
+			// 1.5 %) − 10 000 refunded; the pending payment is in pending.
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 54325 || bal.Reserved != 0 || bal.Pending != 5000 {
+				t.Fatalf("balance after refunds: %+v", bal)
+			}
+		})
+		t.Run("ErrNonPaymentTransactionRefund", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "np-1",
+				body: payoutBody("np-1", 100, "channel_a", "+221771112233")}).want(t, 201, "")
+			var po txRecord
+			r.data(t, &po)
+			r = refund("np-2", `{"transaction_id":"`+po.ID+`","amount":100}`).want(t, 422, xaalis.ENonPaymentTransactionRefund)
+			if r.err.Context["type"] != "payout" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("OKConcurrent", func(t *testing.T) {
+			_, q := e.pay(t, keys.SecretTest, "ref-conc", `"amount":1000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			var ok atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 10 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := refund(fmt.Sprint("rc-", i), `{"transaction_id":"`+q.ID+`","amount":300}`)
+					if r.status == 201 {
+						ok.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			if ok.Load() != 3 {
+				t.Fatalf("%d refunds of 300 on a 1 000 payment", ok.Load())
+			}
+		})
+		e.ledgerOK(t)
+	})
+}
+
+// adminEnv serves the operator API beside e's API and returns its URL and
+// an operator token.
+func adminEnv(t *testing.T, e *env) (*httptest.Server, string) {
+	srv := httptest.NewServer(xhttp.NewAdmin(e.app, nil, xhttp.NewServer(e.app, slogDiscard(), xhttp.DefaultConfig(), api.OpenAPI, nil), nil))
+	t.Cleanup(srv.Close)
+	_, token, err := e.app.CreateOperatorToken(context.Background(), "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, token
+}
+
+func TestPayoutRequests(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		e.fund(t, keys.SecretTest, 1, 200000) // available 198 000
+		admin, token := adminEnv(t, e)
+		move := func(id, action, body, tok string) (int, string) {
+			req := mustRequest(t, "POST", admin.URL+"/admin/v1/payout-requests/"+id+"/"+action, body)
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var out struct {
+				Data  struct{ Status string }
+				Error struct{ Code string }
+			}
+			_ = json.NewDecoder(res.Body).Decode(&out)
+			return res.StatusCode, out.Data.Status + out.Error.Code
+		}
+		submit := func(idem string, amount int) *response {
+			return e.do(call{method: "POST", path: "/v1/payout-requests", key: keys.SecretTest, idem: idem,
+				body: fmt.Sprintf(`{"amount":%d,"currency":"XOF","destination_phone":"+221771112233","destination_bank":null,"merchant_note":"weekly"}`, amount)})
+		}
+		var pr struct {
+			ID, Reference, Status, Amount string
+			FeeAmount                     string `json:"fee_amount"`
+			NetAmount                     string `json:"net_amount"`
+			Destination                   struct{ Phone *string }
+		}
+		submit("pr-1", 50000).want(t, 201, "").data(t, &pr)
+		// 0.5 % fee, at least 500.
+		if pr.Status != "submitted" || !strings.HasPrefix(pr.Reference, "PR-") || pr.FeeAmount != "500.00" || pr.NetAmount != "49500.00" ||
+			pr.Destination.Phone == nil {
+			t.Fatalf("payout request: %+v", pr)
+		}
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 148000 || bal.Reserved != 50000 {
+			t.Fatalf("reserved at submission: %+v", bal)
+		}
+		if evs := e.events(t, pr.ID); len(evs) != 1 || evs[0] != xaalis.EventPRSubmitted {
+			t.Fatalf("events %v", evs)
+		}
+		if st, code := move(pr.ID, "approve", "", ""); st != 401 {
+			t.Fatalf("no token: %d %s", st, code)
+		}
+		if st, code := move(pr.ID, "complete", "", token); st != 422 || code != "validation_error" {
+			t.Fatalf("complete before approval: %d %s", st, code)
+		}
+		if st, s := move(pr.ID, "approve", "", token); st != 200 || s != "approved" {
+			t.Fatalf("approve: %d %s", st, s)
+		}
+		if st, s := move(pr.ID, "complete", "", token); st != 200 || s != "completed" {
+			t.Fatalf("complete: %d %s", st, s)
+		}
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 148000 || bal.Reserved != 0 {
+			t.Fatalf("after settlement: %+v", bal)
+		}
+		var sets []struct{ Object, Status, PayoutRequestID string }
+		r := e.do(call{method: "GET", path: "/v1/settlements", key: keys.SecretTest}).want(t, 200, "")
+		r.data(t, &sets)
+		if len(sets) != 1 || sets[0].Object != "settlement" {
+			t.Fatalf("settlements: %s", r.body)
+		}
+
+		var rej struct{ ID string }
+		submit("pr-2", 10000).want(t, 201, "").data(t, &rej)
+		if st, code := move(rej.ID, "reject", `{}`, token); st != 422 || code != "validation_error" {
+			t.Fatalf("reject without reason: %d %s", st, code)
+		}
+		if st, s := move(rej.ID, "reject", `{"reason":"unknown account"}`, token); st != 200 || s != "rejected" {
+			t.Fatalf("reject: %d %s", st, s)
+		}
+		var fl struct{ ID string }
+		submit("pr-3", 10000).want(t, 201, "").data(t, &fl)
+		move(fl.ID, "approve", "", token)
+		if st, s := move(fl.ID, "fail", `{"reason":"bank refused"}`, token); st != 200 || s != "failed" {
+			t.Fatalf("fail: %d %s", st, s)
+		}
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 148000 || bal.Reserved != 0 {
+			t.Fatalf("after reject and fail: %+v", bal)
+		}
+		evs := e.events(t, fl.ID)
+		if strings.Join(evs, ",") != "payout_request.submitted,payout_request.approved,payout_request.failed" {
+			t.Fatalf("events %v", evs)
+		}
+		var got struct{ Status string }
+		e.do(call{method: "GET", path: "/v1/payout-requests/" + rej.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+		if got.Status != "rejected" {
+			t.Fatalf("status %s", got.Status)
+		}
+		var list []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/payout-requests", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+		if len(list) != 3 || list[0].ID != fl.ID {
+			t.Fatalf("list: %+v", list)
+		}
+		submit("pr-big", 1000000).want(t, 422, xaalis.EInsufficientBalance)
+		e.ledgerOK(t)
+	})
+}
+
+func TestPayoutRequestThrottle(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		e.fund(t, keys.SecretTest, 1, 100000)
+		for i := range 10 {
+			e.do(call{method: "POST", path: "/v1/payout-requests", key: keys.SecretTest, idem: fmt.Sprint("th-", i),
+				body: `{"amount":1000,"destination_phone":"+221771112233"}`}).want(t, 201, "")
+		}
+		r := e.do(call{method: "POST", path: "/v1/payout-requests", key: keys.SecretTest, idem: "th-10",
+			body: `{"amount":1000,"destination_phone":"+221771112233"}`}).want(t, 429, xaalis.ETooManyRequests)
+		if r.header.Get("Retry-After") == "" {
+			t.Fatal("no Retry-After")
+		}
+		e.clock.Advance(61 * time.Second)
+		e.do(call{method: "POST", path: "/v1/payout-requests", key: keys.SecretTest, idem: "th-11",
+			body: `{"amount":1000,"destination_phone":"+221771112233"}`}).want(t, 201, "")
+	})
+}
+
+func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func mustRequest(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}

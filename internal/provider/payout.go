@@ -1,0 +1,236 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// Reasons of payouts and refunds.
+const (
+	// ReasonRecipientRejected: the recipient's wallet refused the money
+	// (magic suffix 0002 of the recipient's number).
+	ReasonRecipientRejected = "recipient_wallet_rejected"
+	// ReasonPayoutCancelled: the provider cancelled the payout (0003).
+	ReasonPayoutCancelled = "payout_cancelled"
+)
+
+// checkPayouts returns an error unless the provider is configured, makes
+// payouts (provider_payout_unsupported), is enabled and serves the country
+// (gateway_error).
+func (g *Gateway) checkPayouts(provider string, country xaalis.Country) (xaalis.ProviderSpec, error) {
+	p, ok := g.spec(provider)
+	switch {
+	case !ok:
+		return p, refuse(provider, "The provider %q is not configured.", provider)
+	case !p.Payouts:
+		return p, xaalis.E(xaalis.EProviderPayoutUnsupported, "provider", provider)
+	case !p.Enabled:
+		return p, refuse(provider, "The provider %s is disabled.", provider)
+	case !p.Serves(country) || slices.Contains(p.DisabledCountries, country):
+		return p, refuse(provider, "The provider %s does not serve country %q.", provider, country)
+	}
+	return p, nil
+}
+
+// Payout sends money to a wallet: in test mode on the provider's
+// simulator, which settles it at once by the recipient's magic number, in
+// live mode over the provider's routes. The Reference is the provider's
+// idempotency key: the same Reference answers the first payout.
+//
+// In live mode a payout is passed to the next route only when it
+// provably never left Xaalis (see the package documentation); when its
+// outcome is unknown (a timeout or a 5xx after the body was sent), Payout
+// returns gateway_unavailable at once and the caller asks PayoutStatus.
+func (g *Gateway) Payout(ctx context.Context, r xaalis.PayoutOrder) (xaalis.PayoutResult, error) {
+	if r.Reference == "" {
+		return xaalis.PayoutResult{}, fmt.Errorf("provider: payout %q without a reference", r.TransactionID)
+	}
+	spec, err := g.checkPayouts(r.Provider, r.Country)
+	if err != nil {
+		return xaalis.PayoutResult{}, err
+	}
+	if r.Amount.Minor <= 0 {
+		return xaalis.PayoutResult{}, refuse(r.Provider, "The payout amount must be positive.")
+	}
+	switch r.Mode {
+	case xaalis.ModeTest:
+		sim, err := g.sim(r.Provider)
+		if err != nil {
+			return xaalis.PayoutResult{}, err
+		}
+		return sim.payout(r)
+	case xaalis.ModeLive:
+		return g.livePayout(ctx, spec, r)
+	}
+	return xaalis.PayoutResult{}, fmt.Errorf("provider: payout: unknown mode %q", r.Mode)
+}
+
+// PayoutStatus asks about a payout by its Reference: xaalis.ErrNotFound
+// when the provider never received it. In live mode it asks the routes in
+// order and answers not_found only when every route answered that it does
+// not know the reference; a route that could not be asked may be the one
+// that has it, so that is gateway_unavailable.
+func (g *Gateway) PayoutStatus(ctx context.Context, mode xaalis.Mode, provider, reference string) (xaalis.PayoutResult, error) {
+	p, ok := g.spec(provider)
+	switch {
+	case !ok:
+		return xaalis.PayoutResult{}, refuse(provider, "The provider %q is not configured.", provider)
+	case !p.Payouts:
+		return xaalis.PayoutResult{}, xaalis.E(xaalis.EProviderPayoutUnsupported, "provider", provider)
+	case reference == "":
+		return xaalis.PayoutResult{}, fmt.Errorf("provider: payout status without a reference")
+	}
+	switch mode {
+	case xaalis.ModeTest:
+		sim, err := g.sim(provider)
+		if err != nil {
+			return xaalis.PayoutResult{}, err
+		}
+		return sim.payoutStatus(reference)
+	case xaalis.ModeLive:
+		return g.livePayoutStatus(ctx, p, provider, reference)
+	}
+	return xaalis.PayoutResult{}, fmt.Errorf("provider: payout status: unknown mode %q", mode)
+}
+
+// Refund gives back part or all of a payment: refund_not_supported for a
+// provider whose configuration has refunds false. The Reference is the
+// provider's idempotency key. In live mode it goes to the payment's route
+// first, and to another route only when it provably never left Xaalis.
+func (g *Gateway) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.PayoutResult, error) {
+	p, ok := g.spec(r.Provider)
+	switch {
+	case !ok:
+		return xaalis.PayoutResult{}, refuse(r.Provider, "The provider %q is not configured.", r.Provider)
+	case !p.Refunds:
+		return xaalis.PayoutResult{}, xaalis.E(xaalis.ERefundNotSupported, "provider", r.Provider)
+	case r.Reference == "" || r.PaymentProviderRef == "":
+		return xaalis.PayoutResult{}, fmt.Errorf("provider: refund %q of payment %q: reference and payment provider ref are required", r.Reference, r.PaymentProviderRef)
+	case r.Amount.Minor <= 0:
+		return xaalis.PayoutResult{}, refuse(r.Provider, "The refund amount must be positive.")
+	}
+	switch r.Mode {
+	case xaalis.ModeTest:
+		sim, err := g.sim(r.Provider)
+		if err != nil {
+			return xaalis.PayoutResult{}, err
+		}
+		return sim.refund(r)
+	case xaalis.ModeLive:
+		return g.liveRefund(ctx, p, r)
+	}
+	return xaalis.PayoutResult{}, fmt.Errorf("provider: refund: unknown mode %q", r.Mode)
+}
+
+// unsupported maps the provider API's payout_unsupported and
+// refund_unsupported refusals to their Xaalis codes.
+func unsupported(provider string, be *businessError) error {
+	switch be.code {
+	case CodePayoutUnsupported:
+		return xaalis.E(xaalis.EProviderPayoutUnsupported, "provider", provider)
+	case CodeRefundUnsupported:
+		return xaalis.E(xaalis.ERefundNotSupported, "provider", provider)
+	}
+	return nil
+}
+
+// checkAnswer checks a provider's answer about a payout or refund.
+func checkAnswer(kind, id, reference, status, want string) (xaalis.ProviderState, error) {
+	st, ok := state(status)
+	if !ok || id == "" || (reference != "" && reference != want) {
+		return "", &routeFailure{cause: "bad response", err: fmt.Errorf("%s %q reference %q status %q", kind, id, reference, status)}
+	}
+	return st, nil
+}
+
+func (g *Gateway) livePayout(ctx context.Context, spec xaalis.ProviderSpec, r xaalis.PayoutOrder) (xaalis.PayoutResult, error) {
+	body := PayoutRequest{
+		Reference:     r.Reference,
+		Amount:        r.Amount.Minor,
+		Currency:      string(r.Amount.Currency),
+		Phone:         r.RecipientPhone,
+		Country:       string(r.Country),
+		RecipientName: r.RecipientName,
+		NotifyURL:     r.NotifyURL,
+	}
+	var out xaalis.PayoutResult
+	pol := policy{unsentOnly: true, refusal: unsupported, unknown: "ask the provider for its status before sending it again"}
+	route, reason, err := g.tryRoutesWith(ctx, r.Provider, "payout", spec.Routes, pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
+		var p Payout
+		if err := g.call(ctx, rt, http.MethodPost, "/payouts", r.Reference, true, body, &p); err != nil {
+			return err
+		}
+		st, err := checkAnswer("payout", p.ID, p.Reference, p.Status, r.Reference)
+		if err != nil {
+			return err
+		}
+		out = xaalis.PayoutResult{ProviderRef: p.ID, State: st, Reason: p.Reason}
+		return nil
+	})
+	if err != nil {
+		return xaalis.PayoutResult{}, err
+	}
+	out.Route, out.RouteReason = route, reason
+	if reason != "primary" {
+		g.log.Warn("provider failover", "provider", r.Provider, "reference", r.Reference, "op", "payout", "route", route, "reason", reason)
+	}
+	return out, nil
+}
+
+func (g *Gateway) livePayoutStatus(ctx context.Context, spec xaalis.ProviderSpec, provider, reference string) (xaalis.PayoutResult, error) {
+	var out xaalis.PayoutResult
+	pol := policy{notFound: true, refusal: unsupported}
+	route, reason, err := g.tryRoutesWith(ctx, provider, "payout status", spec.Routes, pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
+		var p Payout
+		if err := g.call(ctx, rt, http.MethodGet, "/payouts?reference="+url.QueryEscape(reference), "", false, nil, &p); err != nil {
+			return err
+		}
+		st, err := checkAnswer("payout", p.ID, p.Reference, p.Status, reference)
+		if err != nil {
+			return err
+		}
+		out = xaalis.PayoutResult{ProviderRef: p.ID, State: st, Reason: p.Reason}
+		return nil
+	})
+	if err != nil {
+		return xaalis.PayoutResult{}, err
+	}
+	out.Route, out.RouteReason = route, reason
+	return out, nil
+}
+
+func (g *Gateway) liveRefund(ctx context.Context, spec xaalis.ProviderSpec, r xaalis.RefundRequest) (xaalis.PayoutResult, error) {
+	body := RefundRequest{
+		Reference:    r.Reference,
+		CollectionID: r.PaymentProviderRef,
+		Amount:       r.Amount.Minor,
+		Currency:     string(r.Amount.Currency),
+	}
+	var out xaalis.PayoutResult
+	pol := policy{unsentOnly: true, refusal: unsupported, unknown: "send it again with the same reference: the provider does not refund twice"}
+	route, reason, err := g.tryRoutesWith(ctx, r.Provider, "refund", orderFrom(spec.Routes, r.Route), pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
+		var f Refund
+		if err := g.call(ctx, rt, http.MethodPost, "/refunds", r.Reference, true, body, &f); err != nil {
+			return err
+		}
+		st, err := checkAnswer("refund", f.ID, f.Reference, f.Status, r.Reference)
+		if err != nil {
+			return err
+		}
+		out = xaalis.PayoutResult{ProviderRef: f.ID, State: st, Reason: f.Reason}
+		return nil
+	})
+	if err != nil {
+		return xaalis.PayoutResult{}, err
+	}
+	out.Route, out.RouteReason = route, reason
+	if reason != "primary" {
+		g.log.Warn("provider failover", "provider", r.Provider, "reference", r.Reference, "op", "refund", "route", route, "reason", reason)
+	}
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package xaalis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/xaalis/xaalis/internal/ledger"
+)
+
+// LedgerAmount is what a transaction moves in the merchant's ledger: the
+// settlement amount when the rate was frozen, else the amount.
+func (t *Transaction) LedgerAmount() Amount {
+	if t.SettlementAmount != nil {
+		return *t.SettlementAmount
+	}
+	return t.Amount
+}
+
+// account names one of a merchant's ledger accounts.
+func account(mode Mode, merchantID, bucket string) string {
+	return ledger.Merchant(string(mode), merchantID, bucket)
+}
+
+// post writes one journal entry caused by a record, inside tx.
+func (a *App) post(ctx context.Context, tx Tx, mode Mode, merchantID, kind, refType, refID string, postings ...[]ledger.Posting) error {
+	e := &ledger.Entry{ID: a.NewID(), Mode: string(mode), MerchantID: merchantID, Kind: kind, RefType: refType,
+		RefID: refID, CreatedAt: a.now()}
+	for _, p := range postings {
+		e.Postings = append(e.Postings, p...)
+	}
+	if err := tx.PostEntry(ctx, e); err != nil {
+		return fmt.Errorf("post %s: %w", kind, err)
+	}
+	return nil
+}
+
+// postPayment writes the ledger side of a payment's move from one status
+// to another: a memo in pending while the payer has not paid, and on
+// success the collection credited to available net of the provider fee.
+func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to Status) error {
+	amt := t.LedgerAmount()
+	cur := string(amt.Currency)
+	mode := string(t.Mode)
+	pending, expected := account(t.Mode, t.MerchantID, ledger.Pending), ledger.Provider(mode, t.Provider, ledger.Expected)
+	if to == StatusPending && from != StatusPending {
+		if err := a.post(ctx, tx, t.Mode, t.MerchantID, "payment.pending", "transaction", t.ID,
+			ledger.Move(expected, pending, cur, amt.Minor)); err != nil {
+			return err
+		}
+	}
+	if from == StatusPending && to != StatusPending {
+		if err := a.post(ctx, tx, t.Mode, t.MerchantID, "payment.pending_cleared", "transaction", t.ID,
+			ledger.Move(pending, expected, cur, amt.Minor)); err != nil {
+			return err
+		}
+	}
+	if to != StatusSuccess || from == StatusSuccess || from == StatusDisputed {
+		return nil
+	}
+	fee := Amount{Currency: amt.Currency}
+	if g, ok := a.Config.FeeGrid(t.Provider, t.Country); ok {
+		fee = g.Fee(amt)
+		if fee.Minor > amt.Minor {
+			fee.Minor = amt.Minor
+		}
+	}
+	t.Fee = fee
+	postings := []ledger.Posting{
+		{Account: ledger.Provider(mode, t.Provider, ledger.Clearing), Currency: cur, Amount: -amt.Minor},
+		{Account: account(t.Mode, t.MerchantID, ledger.Available), Currency: cur, Amount: amt.Minor - fee.Minor},
+	}
+	if fee.Minor > 0 {
+		postings = append(postings, ledger.Posting{Account: ledger.Fees(mode), Currency: cur, Amount: fee.Minor})
+	}
+	return a.post(ctx, tx, t.Mode, t.MerchantID, "payment.success", "transaction", t.ID, postings)
+}
+
+// reserve moves money of a merchant from available to reserved, after
+// checking under lock that available covers it. It returns
+// insufficient_balance (context currency, available, required).
+func (a *App) reserve(ctx context.Context, tx Tx, mode Mode, merchantID string, amt Amount, kind, refType, refID string) error {
+	avail, err := tx.LockBalance(ctx, account(mode, merchantID, ledger.Available), amt.Currency)
+	if err != nil {
+		return fmt.Errorf("lock balance: %w", err)
+	}
+	if avail < amt.Minor {
+		return E(EInsufficientBalance, "currency", string(amt.Currency),
+			"available", units(Amount{Minor: avail, Currency: amt.Currency}), "required", units(amt))
+	}
+	return a.post(ctx, tx, mode, merchantID, kind, refType, refID,
+		ledger.Move(account(mode, merchantID, ledger.Available), account(mode, merchantID, ledger.Reserved), string(amt.Currency), amt.Minor))
+}
+
+// release gives reserved money back to available.
+func (a *App) release(ctx context.Context, tx Tx, mode Mode, merchantID string, amt Amount, kind, refType, refID string) error {
+	return a.post(ctx, tx, mode, merchantID, kind, refType, refID,
+		ledger.Move(account(mode, merchantID, ledger.Reserved), account(mode, merchantID, ledger.Available), string(amt.Currency), amt.Minor))
+}
+
+// units renders an amount as a JSON number of whole units ("4950.5").
+func units(a Amount) jsonNumber { return jsonNumber(a.Decimal()) }
+
+// jsonNumber is a decimal written as a JSON number, never through a float.
+type jsonNumber string
+
+// MarshalJSON writes the number as it is, trimmed of useless zeros.
+func (n jsonNumber) MarshalJSON() ([]byte, error) {
+	s := string(n)
+	for len(s) > 0 && s[len(s)-1] == '0' && containsDot(s) {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 && s[len(s)-1] == '.' {
+		s = s[:len(s)-1]
+	}
+	return []byte(s), nil
+}
+
+func containsDot(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return true
+		}
+	}
+	return false
+}
+
+// LedgerCheck compares cached balances with their postings and every
+// entry with zero. An empty result is a consistent ledger.
+func (a *App) LedgerCheck(ctx context.Context) ([]ledger.Problem, error) {
+	ps, err := a.Store.CheckLedger(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("check ledger: %w", err)
+	}
+	ledger.Sort(ps)
+	return ps, nil
+}

@@ -1,0 +1,291 @@
+package xaalis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/ledger"
+)
+
+// PayoutRequestInput is the body of POST /v1/payout-requests.
+type PayoutRequestInput struct {
+	Amount           *Number `json:"amount"`
+	Currency         *string `json:"currency"`
+	DestinationPhone *string `json:"destination_phone"`
+	DestinationIBAN  *string `json:"destination_iban"`
+	DestinationBank  *string `json:"destination_bank"`
+	MerchantNote     *string `json:"merchant_note"`
+}
+
+// Payout request limits (spec: Limits).
+const (
+	PayoutRequestThrottle       = 10
+	PayoutRequestThrottleWindow = time.Minute
+	PayoutRequestListSize       = 50
+)
+
+// Payout request events.
+const (
+	EventPRSubmitted = "payout_request.submitted"
+	EventPRApproved  = "payout_request.approved"
+	EventPRRejected  = "payout_request.rejected"
+	EventPRCompleted = "payout_request.completed"
+	EventPRFailed    = "payout_request.failed"
+)
+
+var ibanPattern = regexp.MustCompile(`^[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}$`)
+
+// SubmitPayoutRequest asks to withdraw part of the balance: the amount is
+// reserved at once. A merchant may submit 10 a minute; the count lives in
+// the database, so it holds across server processes. Errors:
+// merchant_inactive, merchant_kyc_required, validation_error,
+// amount_must_be_positive, invalid_phone_number, too_many_requests (with
+// RetryAfter), insufficient_balance.
+func (a *App) SubmitPayoutRequest(ctx context.Context, p *Principal, in PayoutRequestInput) (*PayoutRequest, error) {
+	m := p.Merchant
+	if err := m.ActiveError(); err != nil {
+		return nil, err
+	}
+	if p.Mode() == ModeLive && m.KYC != KYCApproved {
+		return nil, E(EMerchantKYCRequired)
+	}
+	v := ValidationErrors{}
+	cur := m.SettlementCurrency
+	if in.Currency != nil {
+		if cur = Currency(strings.ToUpper(strings.TrimSpace(*in.Currency))); cur != m.SettlementCurrency {
+			v.Add("currency", fmt.Sprintf("must be the account's settlement currency, %s", m.SettlementCurrency))
+		}
+	}
+	str := func(f string, s *string, max int) string {
+		if s == nil {
+			return ""
+		}
+		out := strings.TrimSpace(*s)
+		if len(out) > max {
+			v.Add(f, fmt.Sprintf("must be at most %d characters", max))
+		}
+		return out
+	}
+	phone := str("destination_phone", in.DestinationPhone, 32)
+	iban := strings.ToUpper(strings.ReplaceAll(str("destination_iban", in.DestinationIBAN, 42), " ", ""))
+	bank := str("destination_bank", in.DestinationBank, 200)
+	note := str("merchant_note", in.MerchantNote, 1000)
+	if phone == "" && iban == "" {
+		v.Add("destination_phone", "a destination is required: destination_phone or destination_iban")
+	}
+	if iban != "" && !ibanPattern.MatchString(iban) {
+		v.Add("destination_iban", "is not an IBAN")
+	}
+	amount, err := WholeUnits(v, "amount", in.Amount, cur)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if phone != "" {
+		if phone, err = ParsePhone(phone, m.Country); err != nil {
+			return nil, err
+		}
+	}
+	fee := a.Config.WithdrawalFee.Fee(amount)
+	if fee.Minor >= amount.Minor {
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"amount": {
+			fmt.Sprintf("must be more than the withdrawal fee of %s %s", fee.Decimal(), cur)}}}
+	}
+	now := a.now()
+	r := &PayoutRequest{
+		ID: a.NewID(), MerchantID: m.ID, Mode: p.Mode(), Reference: NewPayoutRequestReference(), Status: PRSubmitted,
+		Amount: amount, Fee: fee, Net: Amount{Minor: amount.Minor - fee.Minor, Currency: cur}, DestPhone: phone,
+		DestIBAN: iban, DestBank: bank, MerchantNote: note, SubmittedAt: now, UpdatedAt: now,
+	}
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		n, oldest, err := tx.PayoutRequestsSince(ctx, m.ID, now.Add(-PayoutRequestThrottleWindow))
+		if err != nil {
+			return fmt.Errorf("count payout requests: %w", err)
+		}
+		if n >= PayoutRequestThrottle {
+			wait := oldest.Add(PayoutRequestThrottleWindow).Sub(now)
+			e := tooMany(wait, "At most 10 payout requests a minute; retry after Retry-After seconds.")
+			return e
+		}
+		if err := tx.InsertPayoutRequest(ctx, r); err != nil {
+			return fmt.Errorf("insert payout request: %w", err)
+		}
+		if err := a.reserve(ctx, tx, r.Mode, m.ID, r.Amount, "payout_request.reserve", "payout_request", r.ID); err != nil {
+			return err
+		}
+		if err := a.prEvent(ctx, tx, r, EventPRSubmitted); err != nil {
+			return err
+		}
+		return RunCommitHook(ctx, tx, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func tooMany(wait time.Duration, msg string) *Error {
+	if wait < time.Second {
+		wait = time.Second
+	}
+	return &Error{Code: ETooManyRequests, Message: msg, RetryAfter: wait}
+}
+
+func (a *App) prEvent(ctx context.Context, tx Tx, r *PayoutRequest, typ string) error {
+	data, err := r.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return tx.InsertEvent(ctx, &Event{ID: a.NewID(), MerchantID: r.MerchantID, Mode: r.Mode, Type: typ,
+		ObjectType: "payout_request", ObjectID: r.ID, Data: data, CreatedAt: r.UpdatedAt})
+}
+
+// PayoutRequest returns one of the merchant's payout requests by id or
+// PR- reference in the key's mode; not_found or livemode_mismatch.
+func (a *App) PayoutRequest(ctx context.Context, p *Principal, key string) (*PayoutRequest, error) {
+	r, err := a.Store.PayoutRequest(ctx, p.Merchant.ID, key)
+	if err != nil {
+		return nil, err
+	}
+	if r.Mode != p.Mode() {
+		return nil, E(ELivemodeMismatch)
+	}
+	return r, nil
+}
+
+// PayoutRequests returns the merchant's last 50 payout requests, newest
+// first.
+func (a *App) PayoutRequests(ctx context.Context, p *Principal) ([]*PayoutRequest, error) {
+	return a.Store.PayoutRequests(ctx, p.Merchant.ID, p.Mode(), PayoutRequestListSize)
+}
+
+// Settlements lists the merchant's settled (completed) payout requests.
+func (a *App) Settlements(ctx context.Context, p *Principal, page PageRequest) ([]Settlement, Pagination, error) {
+	list, total, err := a.Store.Settlements(ctx, p.Merchant.ID, p.Mode(), page)
+	if err != nil {
+		return nil, Pagination{}, fmt.Errorf("list settlements: %w", err)
+	}
+	out := make([]Settlement, len(list))
+	for i, r := range list {
+		out[i] = Settlement{r}
+	}
+	return out, NewPagination(page, total), nil
+}
+
+// PayoutRequestAction is an operator's move of a payout request.
+type PayoutRequestAction string
+
+// The four operator moves; submission is the merchant's.
+const (
+	ActionApprove  PayoutRequestAction = "approve"
+	ActionReject   PayoutRequestAction = "reject"
+	ActionComplete PayoutRequestAction = "complete"
+	ActionFail     PayoutRequestAction = "fail"
+)
+
+// MovePayoutRequest applies an operator's action. Only the specification's
+// moves exist: submitted→approved, submitted→rejected (reservation
+// released), approved→completed (reservation consumed: the net leaves to
+// the destination, the fee is earned), approved→failed (released). Any
+// other move is a validation_error naming the status. It returns
+// not_found too.
+func (a *App) MovePayoutRequest(ctx context.Context, id string, action PayoutRequestAction, reason string) (*PayoutRequest, error) {
+	reason = strings.TrimSpace(reason)
+	if action == ActionReject && reason == "" {
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"reason": {"is required to reject"}}}
+	}
+	var out *PayoutRequest
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		r, err := tx.PayoutRequestForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		from := r.Status
+		now := a.now()
+		var ev string
+		mode, cur := string(r.Mode), string(r.Amount.Currency)
+		switch {
+		case action == ActionApprove && from == PRSubmitted:
+			r.Status, r.ApprovedAt, ev = PRApproved, &now, EventPRApproved
+		case action == ActionReject && from == PRSubmitted:
+			if err := a.release(ctx, tx, r.Mode, r.MerchantID, r.Amount, "payout_request.release", "payout_request", r.ID); err != nil {
+				return err
+			}
+			r.Status, r.RejectionReason, ev = PRRejected, reason, EventPRRejected
+		case action == ActionComplete && from == PRApproved:
+			postings := []ledger.Posting{
+				{Account: account(r.Mode, r.MerchantID, ledger.Reserved), Currency: cur, Amount: -r.Amount.Minor},
+				{Account: ledger.World(mode), Currency: cur, Amount: r.Net.Minor},
+			}
+			if r.Fee.Minor > 0 {
+				postings = append(postings, ledger.Posting{Account: ledger.Fees(mode), Currency: cur, Amount: r.Fee.Minor})
+			}
+			if err := a.post(ctx, tx, r.Mode, r.MerchantID, "payout_request.complete", "payout_request", r.ID, postings); err != nil {
+				return err
+			}
+			r.Status, r.CompletedAt, ev = PRCompleted, &now, EventPRCompleted
+		case action == ActionFail && from == PRApproved:
+			if err := a.release(ctx, tx, r.Mode, r.MerchantID, r.Amount, "payout_request.release", "payout_request", r.ID); err != nil {
+				return err
+			}
+			r.Status, r.FailureReason, ev = PRFailed, reason, EventPRFailed
+		default:
+			return &Error{Code: EValidation, Message: fmt.Sprintf("A payout request in status %s cannot be moved by %s.", from, action),
+				Fields: ValidationErrors{"status": {fmt.Sprintf("is %s: %s is not possible", from, action)}}}
+		}
+		r.UpdatedAt = now
+		if err := tx.UpdatePayoutRequest(ctx, r); err != nil {
+			return fmt.Errorf("update payout request: %w", err)
+		}
+		if err := a.prEvent(ctx, tx, r, ev); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	return out, err
+}
+
+// operatorTokenPrefix starts every operator token.
+const operatorTokenPrefix = "xop_"
+
+// CreateOperatorToken makes a token for the admin API; the token is shown
+// once and only its hash is stored.
+func (a *App) CreateOperatorToken(ctx context.Context, name string) (*OperatorToken, string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 {
+		return nil, "", &Error{Code: EValidation, Fields: ValidationErrors{"name": {"is required, at most 100 characters"}}}
+	}
+	secret := operatorTokenPrefix + RandomString(40, keyAlphabet)
+	pepper, err := a.keyPepper(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	t := &OperatorToken{ID: a.NewID(), Name: name, Hash: HashKey(pepper, secret), CreatedAt: a.now()}
+	if err := a.Store.Update(ctx, func(tx Tx) error { return tx.InsertOperatorToken(ctx, t) }); err != nil {
+		return nil, "", err
+	}
+	return t, secret, nil
+}
+
+// AuthenticateOperator checks an operator token; unauthorized otherwise.
+func (a *App) AuthenticateOperator(ctx context.Context, secret string) (*OperatorToken, error) {
+	if !strings.HasPrefix(secret, operatorTokenPrefix) {
+		return nil, E(EUnauthorized)
+	}
+	pepper, err := a.keyPepper(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := a.Store.OperatorTokenByHash(ctx, HashKey(pepper, secret))
+	if errors.Is(err, ErrNotFound) || (err == nil && t.RevokedAt != nil) {
+		return nil, E(EUnauthorized)
+	}
+	return t, err
+}

@@ -1,0 +1,331 @@
+package xaalis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/ledger"
+)
+
+// RefundInput is the body of POST /v1/refunds.
+type RefundInput struct {
+	TransactionID *string `json:"transaction_id"`
+	Amount        *Number `json:"amount"`
+	Reason        *string `json:"reason"`
+}
+
+// Refund event types.
+const (
+	EventRefundSuccess            = "refund.success"
+	EventPaymentRefunded          = "payment.refunded"
+	EventPaymentPartiallyRefunded = "payment.partially_refunded"
+	// EventRefundFailed is not in the specification's list: a refund the
+	// provider refused changes state, and every change has its event.
+	EventRefundFailed = "refund.failed"
+)
+
+// transactionIDPattern is the strict identifier a refund names: a UUID or
+// a TXN- reference (16 characters, or 14 for older ones).
+var transactionIDPattern = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|TXN-[0-9A-Z]{16}|TXN-[0-9A-Z]{14})$`)
+
+// CreateRefund gives back part or all of a successful payment through its
+// provider. The refunded amount is reserved from available under lock, so
+// concurrent refunds never exceed the payment. Errors: validation_error,
+// amount_must_be_positive, transaction_not_found (404),
+// livemode_mismatch, non_payment_transaction_refund,
+// transaction_already_fully_refunded, transaction_not_refundable,
+// refund_not_supported, refund_exceeds_refundable, insufficient_balance.
+func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in RefundInput) (*Transaction, error) {
+	m := p.Merchant
+	if err := m.ActiveError(); err != nil {
+		return nil, err
+	}
+	if p.Mode() == ModeLive && m.KYC != KYCApproved {
+		return nil, E(EMerchantKYCRequired)
+	}
+	v := ValidationErrors{}
+	key := ""
+	if in.TransactionID == nil || strings.TrimSpace(*in.TransactionID) == "" {
+		v.Add("transaction_id", "is required")
+	} else if key = strings.TrimSpace(*in.TransactionID); !transactionIDPattern.MatchString(key) {
+		v.Add("transaction_id", "must be a transaction id (UUID) or a TXN- reference")
+	}
+	reason := ""
+	if in.Reason != nil {
+		if reason = strings.TrimSpace(*in.Reason); len(reason) > 500 {
+			v.Add("reason", "must be at most 500 characters")
+		}
+	}
+	if in.Amount == nil {
+		v.Add("amount", "is required")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	list, err := a.Store.LookupTransactions(ctx, m.ID, key)
+	if err != nil {
+		return nil, fmt.Errorf("find payment: %w", err)
+	}
+	var pay *Transaction
+	for _, t := range list {
+		if t.ID == key || t.Reference == key {
+			pay = t
+		}
+	}
+	if pay == nil {
+		return nil, E(ETransactionNotFound, "transaction_id", key)
+	}
+	if pay.Mode != p.Mode() {
+		return nil, E(ELivemodeMismatch)
+	}
+	amount, err := WholeUnits(v, "amount", in.Amount, pay.Amount.Currency)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if pay.Type != TypePayment {
+		return nil, E(ENonPaymentTransactionRefund, "type", string(pay.Type))
+	}
+	if pay.Status == StatusRefunded {
+		return nil, E(ETransactionAlreadyFullyRefunded)
+	}
+	if pay.Status != StatusSuccess {
+		return nil, E(ETransactionNotRefundable, "status", string(pay.Status))
+	}
+	if spec := a.Config.Providers[pay.Provider]; !spec.Refunds {
+		e := E(ERefundNotSupported, "provider", pay.Provider)
+		e.Message = "This provider cannot refund automatically: pay the payer out (POST /v1/payouts to the payer's number), then ask the operator to mark the payment refunded."
+		return nil, e
+	}
+	now := a.now()
+	r := &Transaction{
+		ID: a.NewID(), MerchantID: m.ID, Mode: p.Mode(), Type: TypeRefund, Reference: NewReference(), ParentID: pay.ID,
+		Status: StatusInitiated, Amount: amount, LimitAmount: 0, Country: pay.Country, Provider: pay.Provider,
+		Route: pay.Route, PayerPhone: pay.PayerPhone, PayerName: pay.PayerName, CustomerID: pay.CustomerID,
+		Description: reason, IdempotencyKey: idemKey, Metadata: map[string]string{},
+		ExpiresAt: now.Add(30 * 24 * time.Hour), CreatedAt: now, UpdatedAt: now,
+	}
+	resume := false
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		if idemKey != "" {
+			old, err := tx.TransactionByIdempotencyKey(ctx, m.ID, r.Mode, idemKey)
+			if err == nil && old.Type == TypeRefund {
+				r, resume = old, true
+				return nil
+			} else if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		// The payment's row lock serialises refunds of one payment.
+		cur, err := tx.TransactionForUpdate(ctx, pay.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status == StatusRefunded {
+			return E(ETransactionAlreadyFullyRefunded)
+		}
+		if cur.Status != StatusSuccess {
+			return E(ETransactionNotRefundable, "status", string(cur.Status))
+		}
+		done, err := tx.RefundedAmount(ctx, cur.ID)
+		if err != nil {
+			return fmt.Errorf("refunded amount: %w", err)
+		}
+		left := cur.Amount.Minor - done
+		if left <= 0 {
+			return E(ETransactionAlreadyFullyRefunded)
+		}
+		if amount.Minor > left {
+			c := cur.Amount.Currency
+			return E(ERefundExceedsRefundable, "requested", units(amount), "refundable", units(Amount{Minor: left, Currency: c}),
+				"already_refunded", units(Amount{Minor: done, Currency: c}))
+		}
+		if cur.SettlementAmount != nil {
+			// The rate frozen at the payment gives the refund's worth in the
+			// ledger's currency; the last refund takes what remains, so the
+			// refunds of a payment add up to its settlement amount exactly.
+			s := Convert(amount, cur.SettlementAmount.Currency, new(big.Rat).SetFrac64(cur.SettlementAmount.Minor, cur.Amount.Minor))
+			if amount.Minor == left {
+				refundedLedger := Convert(Amount{Minor: done, Currency: cur.Amount.Currency}, cur.SettlementAmount.Currency,
+					new(big.Rat).SetFrac64(cur.SettlementAmount.Minor, cur.Amount.Minor))
+				s.Minor = cur.SettlementAmount.Minor - refundedLedger.Minor
+			}
+			r.SettlementAmount, r.ExchangeRate = &s, cur.ExchangeRate
+		}
+		if err := tx.InsertTransaction(ctx, r); err != nil {
+			return fmt.Errorf("insert refund: %w", err)
+		}
+		return a.reserve(ctx, tx, r.Mode, m.ID, r.LedgerAmount(), "refund.reserve", "transaction", r.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resume && !r.Status.Open() {
+		return a.applyRefund(ctx, r.ID, nil, nil)
+	}
+	return a.dispatchRefund(ctx, r.ID)
+}
+
+// dispatchRefund asks the provider to refund (idempotent on the refund's
+// reference, so asking again is safe) and applies the answer.
+func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, error) {
+	var r, pay *Transaction
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		cur, err := tx.TransactionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		r = cur
+		if !cur.Status.Open() {
+			return nil
+		}
+		if pay, err = tx.TransactionForUpdate(ctx, cur.ParentID); err != nil {
+			return err
+		}
+		now := a.now()
+		cur.DispatchedAt = &now
+		return tx.UpdateTransaction(ctx, cur)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !r.Status.Open() {
+		return a.applyRefund(ctx, id, nil, nil)
+	}
+	res, perr := a.Gateway.Refund(ctx, RefundRequest{Mode: r.Mode, Reference: r.Reference, Provider: r.Provider,
+		Route: pay.Route, PaymentProviderRef: pay.ProviderRef, Amount: r.Amount})
+	return a.applyRefund(ctx, id, &res, perr)
+}
+
+// applyRefund settles a refund by the provider's answer, with its ledger
+// entry and events: refund.success, then payment.partially_refunded or
+// payment.refunded (the payment becomes refunded when nothing is left).
+func (a *App) applyRefund(ctx context.Context, id string, res *PayoutResult, perr error) (*Transaction, error) {
+	var out *Transaction
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		r, err := tx.TransactionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.Status.Open() {
+			state, reason := ProviderState(""), ""
+			switch {
+			case perr != nil && (ErrorCode(perr) == EGatewayError || ErrorCode(perr) == ERefundNotSupported):
+				state, reason = ProviderFailed, string(ErrorCode(perr))
+			case perr != nil:
+				r.FailureReason, r.UpdatedAt = string(ErrorCode(perr)), a.now()
+				if err := tx.UpdateTransaction(ctx, r); err != nil {
+					return err
+				}
+			case res != nil:
+				state, reason = res.State, res.Reason
+				if res.ProviderRef != "" {
+					r.ProviderRef = res.ProviderRef
+				}
+			}
+			if err := a.settleRefund(ctx, tx, r, state, reason); err != nil {
+				return err
+			}
+		}
+		out = r
+		return RunCommitHook(ctx, tx, r)
+	})
+	return out, err
+}
+
+func (a *App) settleRefund(ctx context.Context, tx Tx, r *Transaction, state ProviderState, reason string) error {
+	amt := r.LedgerAmount()
+	switch state {
+	case ProviderSuccess:
+		if err := a.post(ctx, tx, r.Mode, r.MerchantID, "refund.success", "transaction", r.ID,
+			ledger.Move(account(r.Mode, r.MerchantID, ledger.Reserved), ledger.Provider(string(r.Mode), r.Provider, ledger.Clearing),
+				string(amt.Currency), amt.Minor)); err != nil {
+			return err
+		}
+		if err := a.transition(ctx, tx, r, StatusSuccess, EventRefundSuccess, ""); err != nil {
+			return err
+		}
+		pay, err := tx.TransactionForUpdate(ctx, r.ParentID)
+		if err != nil {
+			return err
+		}
+		done, err := tx.RefundedAmount(ctx, pay.ID)
+		if err != nil {
+			return err
+		}
+		if done >= pay.Amount.Minor {
+			return a.transition(ctx, tx, pay, StatusRefunded, EventPaymentRefunded, "")
+		}
+		return a.event(ctx, tx, pay, EventPaymentPartiallyRefunded)
+	case ProviderFailed, ProviderCancelled:
+		if err := a.release(ctx, tx, r.Mode, r.MerchantID, amt, "refund.release", "transaction", r.ID); err != nil {
+			return err
+		}
+		return a.transition(ctx, tx, r, StatusFailed, EventRefundFailed, reason)
+	case ProviderPending:
+		if r.Status == StatusInitiated {
+			r.Status, r.UpdatedAt = StatusPending, a.now()
+			return tx.UpdateTransaction(ctx, r)
+		}
+	}
+	return nil
+}
+
+// event writes an event about a record whose status did not change.
+func (a *App) event(ctx context.Context, tx Tx, t *Transaction, typ string) error {
+	t.UpdatedAt = a.now()
+	if err := tx.UpdateTransaction(ctx, t); err != nil {
+		return err
+	}
+	return a.writeEvent(ctx, tx, t, typ)
+}
+
+// MarkRefunded is the operator's action for providers without automatic
+// refunds: after the merchant paid the payer back with a payout, the
+// payment is marked refunded (event payment.refunded). No money moves
+// here: the payout already debited the merchant. It returns not_found,
+// non_payment_transaction_refund or transaction_not_refundable.
+func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, error) {
+	var out *Transaction
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		t, err := tx.TransactionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.Type != TypePayment {
+			return E(ENonPaymentTransactionRefund, "type", string(t.Type))
+		}
+		if t.Status == StatusRefunded {
+			out = t
+			return nil
+		}
+		if t.Status != StatusSuccess {
+			return E(ETransactionNotRefundable, "status", string(t.Status))
+		}
+		if err := a.transition(ctx, tx, t, StatusRefunded, EventPaymentRefunded, ""); err != nil {
+			return err
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// Refund returns a refund by id or reference.
+func (a *App) Refund(ctx context.Context, p *Principal, key string) (*Transaction, error) {
+	t, err := a.LookupTransaction(ctx, p, key)
+	if err != nil {
+		return nil, err
+	}
+	if t.Type != TypeRefund {
+		return nil, ErrNotFound
+	}
+	return t, nil
+}
