@@ -717,8 +717,8 @@ type NotificationRequest struct {
 	Body    []byte
 }
 
-// ApplyNotification records a verified provider notification: the payment
-// it names moves to its outcome, once. It reports whether the notification
+// ApplyNotification records a verified provider notification: the payment,
+// payout or refund it names moves to its outcome, once. It reports whether the notification
 // was a duplicate.
 func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) (duplicate bool, err error) {
 	t, err := a.Store.TransactionByProviderRef(ctx, mode, n.Provider, n.ProviderRef)
@@ -737,6 +737,18 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 		cur, err := tx.TransactionForUpdate(ctx, t.ID)
 		if err != nil {
 			return err
+		}
+		switch cur.Type {
+		case TypePayout:
+			if !cur.Status.Open() {
+				return nil
+			}
+			return a.settlePayout(ctx, tx, cur, n.State, n.Reason)
+		case TypeRefund:
+			if !cur.Status.Open() {
+				return nil
+			}
+			return a.settleRefund(ctx, tx, cur, n.State, n.Reason)
 		}
 		return a.settle(ctx, tx, cur, n.State, n.Reason)
 	})

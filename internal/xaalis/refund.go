@@ -108,7 +108,7 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	r := &Transaction{
 		ID: a.NewID(), MerchantID: m.ID, Mode: p.Mode(), Type: TypeRefund, Reference: NewReference(), ParentID: pay.ID,
 		Status: StatusInitiated, Amount: amount, LimitAmount: 0, Country: pay.Country, Provider: pay.Provider,
-		Route: pay.Route, PayerPhone: pay.PayerPhone, PayerName: pay.PayerName, CustomerID: pay.CustomerID,
+		Route: pay.Route, RouteReason: "the payment's route", PayerPhone: pay.PayerPhone, PayerName: pay.PayerName, CustomerID: pay.CustomerID,
 		Description: reason, IdempotencyKey: idemKey, Metadata: map[string]string{},
 		ExpiresAt: now.Add(30 * 24 * time.Hour), CreatedAt: now, UpdatedAt: now,
 	}
