@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xaalis/xaalis/internal/provider"
+)
+
+// TestOperatorCLI drives the operator's commands against a running server:
+// operator token create, payout-request approve|reject|complete|fail,
+// payment mark-refunded, and ledger check, which fails on a corrupted
+// balance.
+func TestOperatorCLI(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	db := "sqlite://" + path
+	m := createMerchant(t, db)
+	s := serve(t, noEnv, serveArgs(db)...)
+	key := m.Keys.SecretTest
+	pay := func(ref, prov string) string {
+		r := s.do(t, "POST", "/v1/payments", key, `{"merchant_ref":"`+ref+`","amount":100000,"provider":"`+prov+`",
+			"payer":{"phone":"`+provider.TestPhoneSuccess+`"},"success_url":"https://s.example/ok","failed_url":"https://s.example/ko"}`).want(t, 201, "")
+		var p struct{ Data struct{ ID, Status string } }
+		if err := json.Unmarshal(r.body, &p); err != nil || p.Data.Status != "success" {
+			t.Fatalf("funding payment: %s", r.body)
+		}
+		return p.Data.ID
+	}
+	pay("cli-1", "channel_a")
+	submit := func() string {
+		r := s.do(t, "POST", "/v1/payout-requests", key, `{"amount":10000,"destination_phone":"+221771112233"}`).want(t, 201, "")
+		var pr struct{ Data struct{ ID string } }
+		if err := json.Unmarshal(r.body, &pr); err != nil {
+			t.Fatal(err)
+		}
+		return pr.Data.ID
+	}
+	status := func(id string) string {
+		var pr struct{ Data struct{ Status string } }
+		_ = json.Unmarshal(s.do(t, "GET", "/v1/payout-requests/"+id, key, "").want(t, 200, "").body, &pr)
+		return pr.Data.Status
+	}
+
+	t.Run("OKPayoutRequestMoves", func(t *testing.T) {
+		a := submit()
+		out := mustCLI(t, noEnv, "payout-request", "approve", a, "--database-url", db)
+		if !strings.Contains(out, "approved") || status(a) != "approved" {
+			t.Fatalf("approve: %s", out)
+		}
+		mustCLI(t, noEnv, "payout-request", "complete", "--database-url", db, a)
+		if status(a) != "completed" {
+			t.Fatal("complete")
+		}
+		var sets struct {
+			Data []struct {
+				PayoutRequestID string `json:"payout_request_id"`
+			}
+		}
+		_ = json.Unmarshal(s.do(t, "GET", "/v1/settlements", key, "").want(t, 200, "").body, &sets)
+		if len(sets.Data) != 1 || sets.Data[0].PayoutRequestID != a {
+			t.Fatalf("settlements: %+v", sets)
+		}
+		b := submit()
+		_, _, err := cli(t, noEnv, "payout-request", "reject", b, "--database-url", db)
+		wantErr(t, false, "", err) // a reason is required
+		mustCLI(t, noEnv, "payout-request", "reject", b, "--reason", "unknown account", "--database-url", db)
+		if status(b) != "rejected" {
+			t.Fatal("reject")
+		}
+		stdout, _, err := cli(t, noEnv, "payout-request", "approve", b, "--database-url", db)
+		wantErr(t, false, stdout, err) // rejected is final
+		c := submit()
+		mustCLI(t, noEnv, "payout-request", "approve", c, "--database-url", db)
+		mustCLI(t, noEnv, "payout-request", "fail", c, "--reason", "bank refused", "--database-url", db)
+		if status(c) != "failed" {
+			t.Fatal("fail")
+		}
+		stdout, _, err = cli(t, noEnv, "payout-request", "approve", "no-such-id", "--database-url", db)
+		wantErr(t, false, stdout, err)
+		stdout, _, err = cli(t, noEnv, "payout-request", "bogus", c, "--database-url", db)
+		wantErr(t, true, stdout, err)
+	})
+	t.Run("OKMarkRefunded", func(t *testing.T) {
+		id := pay("cli-b", "channel_b")
+		r := s.do(t, "POST", "/v1/refunds", key, `{"transaction_id":"`+id+`","amount":1000}`).want(t, 422, "refund_not_supported")
+		_ = r
+		out := mustCLI(t, noEnv, "payment", "mark-refunded", id, "--note", "paid back by payout po-9", "--database-url", db)
+		if !strings.Contains(out, "refunded") {
+			t.Fatalf("mark-refunded: %s", out)
+		}
+		var p struct{ Data struct{ Status string } }
+		_ = json.Unmarshal(s.do(t, "GET", "/v1/payments/"+id, key, "").want(t, 200, "").body, &p)
+		if p.Data.Status != "refunded" {
+			t.Fatalf("status %s", p.Data.Status)
+		}
+	})
+	t.Run("OKOperatorToken", func(t *testing.T) {
+		out := mustCLI(t, noEnv, "operator", "token", "create", "--name", "ops", "--json", "--database-url", db)
+		var tok struct{ Token string }
+		if err := json.Unmarshal([]byte(out), &tok); err != nil || !strings.HasPrefix(tok.Token, "xop_") {
+			t.Fatalf("token: %s", out)
+		}
+		check := func(token string) int {
+			req, _ := http.NewRequest("GET", s.admin+"/admin/v1/ledger/check", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			res, err := s.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			return res.StatusCode
+		}
+		if st := check(tok.Token); st != 200 {
+			t.Fatalf("ledger check with the token: %d", st)
+		}
+		if st := check("xop_wrong"); st != 401 {
+			t.Fatalf("a wrong token: %d", st)
+		}
+	})
+	t.Run("ErrLedgerCheck", func(t *testing.T) {
+		out := mustCLI(t, noEnv, "ledger", "check", "--database-url", db)
+		if !strings.Contains(out, "consistent") {
+			t.Fatalf("clean ledger: %s", out)
+		}
+		// Corrupt one cached balance behind the server's back.
+		raw, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if _, err := raw.ExecContext(context.Background(), `UPDATE ledger_balances SET balance = balance + 1
+			WHERE account LIKE '%:available'`); err != nil {
+			t.Fatal(err)
+		}
+		stdout, _, err := cli(t, noEnv, "ledger", "check", "--database-url", db)
+		if err == nil || !strings.Contains(stdout, "cached balance") {
+			t.Fatalf("corrupted ledger passed: %v\n%s", err, stdout)
+		}
+	})
+}
