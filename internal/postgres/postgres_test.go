@@ -75,7 +75,8 @@ func TestSearchPath(t *testing.T) {
 	}
 	want := []string{"api_keys", "customers", "events", "goose_db_version", "idempotency_keys", "idempotency_quota",
 		"ledger_balances", "ledger_entries", "ledger_postings", "merchants", "operator_tokens", "payout_requests", "plans",
-		"provider_notifications", "settings", "transactions"}
+		"provider_notifications", "settings", "transactions", "webhook_attempts", "webhook_callback_secrets",
+		"webhook_deliveries", "webhook_endpoints"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}
@@ -163,4 +164,12 @@ func TestLedgerCorruption(t *testing.T) {
 		_, err := conn.Exec(ctx, q)
 		return err
 	})
+}
+
+// TestClaimDeliveriesTwoStores claims deliveries from two stores on one
+// schema at once, as two server processes do: SKIP LOCKED gives each
+// delivery to exactly one claimer.
+func TestClaimDeliveriesTwoStores(t *testing.T) {
+	url := pgtest.URL(t)
+	storetest.ConcurrentClaims(t, openURL(t, url), openURL(t, url))
 }

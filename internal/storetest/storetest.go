@@ -46,6 +46,12 @@ func Run(t *testing.T, open Opener) {
 	t.Run("PayoutRequest", func(t *testing.T) { t.Parallel(); testPayoutRequest(t, open(t)) })
 	t.Run("PayoutRequestsSince", func(t *testing.T) { t.Parallel(); testPayoutRequestsSince(t, open(t)) })
 	t.Run("OperatorToken", func(t *testing.T) { t.Parallel(); testOperatorToken(t, open(t)) })
+	t.Run("WebhookEndpoint", func(t *testing.T) { t.Parallel(); testWebhookEndpoint(t, open(t)) })
+	t.Run("EventList", func(t *testing.T) { t.Parallel(); testEventList(t, open(t)) })
+	t.Run("Deliveries", func(t *testing.T) { t.Parallel(); testDeliveries(t, open(t)) })
+	t.Run("ClaimDeliveries", func(t *testing.T) { t.Parallel(); testClaimDeliveries(t, open(t)) })
+	t.Run("ClaimDeliveriesConcurrent", func(t *testing.T) { t.Parallel(); ConcurrentClaims(t, open(t)) })
+	t.Run("CallbackSecret", func(t *testing.T) { t.Parallel(); testCallbackSecret(t, open(t)) })
 }
 
 func testSettingOnce(t *testing.T, s xaalis.Store) {
