@@ -12,6 +12,7 @@ require (
 	github.com/nyaruka/phonenumbers v1.8.1
 	github.com/pressly/goose/v3 v3.29.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/stripe/stripe-go/v84 v84.4.1
 	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.61.1
 )

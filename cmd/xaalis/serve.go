@@ -20,6 +20,7 @@ import (
 	"github.com/xaalis/xaalis/api"
 	xhttp "github.com/xaalis/xaalis/internal/http"
 	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/webhook"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -55,6 +56,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	configPath := fs.String("config", getenv("XAALIS_CONFIG"), "business configuration file (JSON); empty: the embedded defaults (env XAALIS_CONFIG)")
 	publicURL := fs.String("public-url", getenv("XAALIS_PUBLIC_URL"), "public base URL of the API, for payment URLs and provider notifications (env XAALIS_PUBLIC_URL; default http://localhost:PORT)")
 	jobEvery := fs.Duration("jobs-interval", 5*time.Second, "how often expiry and reconciliation run")
+	insecureDef, err := boolEnv(getenv, "XAALIS_INSECURE_WEBHOOKS", false)
+	if err != nil {
+		return err
+	}
+	insecureHooks := fs.Bool("insecure-webhooks", insecureDef, "DEVELOPMENT ONLY: allow http and loopback webhook URLs (env XAALIS_INSECURE_WEBHOOKS)")
+	hookTimeout := fs.Duration("webhook-timeout", 15*time.Second, "how long a webhook receiver may take to answer")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -92,8 +99,13 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("open database: %w", err)
 	}
 	defer store.Close()
+	if *insecureHooks {
+		log.Warn("--insecure-webhooks: webhook URLs may be http and loopback; never use this in production")
+	}
+	policy := &webhook.Policy{AllowInsecure: *insecureHooks, AllowUnresolved: true}
 	app := xaalis.NewApp(store)
 	app.LiveOnly = !*testMode
+	app.CheckWebhookURL = policy.Check
 	app.Config = business
 	app.Gateway = provider.New(business, provider.Options{
 		Logger: log,
@@ -174,9 +186,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	dispatcher := &webhook.Dispatcher{Store: store, Policy: policy, Sender: &webhook.Sender{Client: policy.Client(*hookTimeout)},
+		Now: app.Now, NewID: app.NewID, Logger: log, Timeout: *hookTimeout}
+	wg.Add(3)
 	go func() { defer wg.Done(); purgeIdempotency(bg, app, log) }()
 	go func() { defer wg.Done(); runJobs(bg, app, log, *jobEvery) }()
+	// Webhook deliveries: every process claims due deliveries from the
+	// outbox in the database, so several may run together.
+	go func() { defer wg.Done(); dispatcher.Run(bg, time.Second) }()
 
 	var serveErr error
 	select {

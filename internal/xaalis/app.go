@@ -37,6 +37,9 @@ type App struct {
 	// BaseURL is the public address of the API, for payment URLs and
 	// provider notification URLs.
 	BaseURL string
+	// CheckWebhookURL applies the webhook URL rules to endpoints and
+	// callback URLs; nil checks nothing beyond the URL's form.
+	CheckWebhookURL URLChecker
 
 	pepperOnce sync.Once
 	pepper     []byte

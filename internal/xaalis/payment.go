@@ -165,6 +165,17 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 	success := validURL(v, "success_url", in.SuccessURL, true)
 	failed := validURL(v, "failed_url", in.FailedURL, true)
 	callback := validURL(v, "callback_url", in.CallbackURL, false)
+	if callback != "" && a.CheckWebhookURL != nil {
+		// callback_url receives webhooks: the webhook URL rules apply.
+		if err := a.CheckWebhookURL(ctx, callback); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				for _, m := range e.Fields["url"] {
+					v.Add("callback_url", m)
+				}
+			}
+		}
+	}
 	md := map[string]string{}
 	if len(in.Metadata) > MetadataMaxKeys {
 		v.Add("metadata", "at most 20 keys are allowed")
@@ -546,10 +557,7 @@ func (a *App) writeEvent(ctx context.Context, tx Tx, t *Transaction, event strin
 	}
 	ev := &Event{ID: a.NewID(), MerchantID: t.MerchantID, Mode: t.Mode, Type: event, ObjectType: "transaction",
 		ObjectID: t.ID, Data: data, CreatedAt: t.UpdatedAt}
-	if err := tx.InsertEvent(ctx, ev); err != nil {
-		return fmt.Errorf("insert event: %w", err)
-	}
-	return nil
+	return a.emit(ctx, tx, ev, t.CallbackURL)
 }
 
 // LookupTransaction finds one of the merchant's transactions by id, TXN-

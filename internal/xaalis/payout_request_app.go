@@ -142,8 +142,8 @@ func (a *App) prEvent(ctx context.Context, tx Tx, r *PayoutRequest, typ string) 
 	if err != nil {
 		return err
 	}
-	return tx.InsertEvent(ctx, &Event{ID: a.NewID(), MerchantID: r.MerchantID, Mode: r.Mode, Type: typ,
-		ObjectType: "payout_request", ObjectID: r.ID, Data: data, CreatedAt: r.UpdatedAt})
+	return a.emit(ctx, tx, &Event{ID: a.NewID(), MerchantID: r.MerchantID, Mode: r.Mode, Type: typ,
+		ObjectType: "payout_request", ObjectID: r.ID, Data: data, CreatedAt: r.UpdatedAt}, "")
 }
 
 // PayoutRequest returns one of the merchant's payout requests by id or

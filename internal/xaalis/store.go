@@ -15,6 +15,8 @@ import (
 // Reads return ErrNotFound (not_found) for a missing row. Every write
 // happens inside Update, so one command is one database transaction.
 type Store interface {
+	WebhookStore
+
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 	Close() error
@@ -96,6 +98,8 @@ type Store interface {
 
 // Tx is one write transaction.
 type Tx interface {
+	WebhookTx
+
 	// InsertSettingOnce records a named setting unless it exists, and
 	// reports whether this call inserted it. Concurrent callers in other
 	// processes wait for each other, so exactly one gets true.

@@ -1,0 +1,325 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+	pw "github.com/xaalis/xaalis/pkg/webhook"
+)
+
+// Concurrency is how many deliveries one RunOnce sends at a time.
+const Concurrency = 8
+
+// DefaultLease is how long a claimed delivery is held.
+const DefaultLease = time.Minute
+
+// DefaultBatch is RunOnce's limit when given none.
+const DefaultBatch = 32
+
+// Dispatcher drains the delivery outbox: it claims due deliveries, sends
+// each (signed, in its endpoint's format, to a URL that passes the
+// Policy now), and records the attempt with the delivery's new state.
+// Several dispatchers, in one process or several, may run on one store:
+// a claim holds a delivery for one of them until the attempt is recorded
+// or the lease ends.
+type Dispatcher struct {
+	Store  xaalis.WebhookStore
+	Policy *Policy // nil: a strict Policy
+	// Sender posts; nil: a Sender whose client follows Policy.
+	Sender *Sender
+	// Now is the clock (nil: time.Now): claims, signature timestamps,
+	// attempt times and the schedule follow it.
+	Now func() time.Time
+	// NewID makes attempt ids (nil: UUIDs).
+	NewID  func() string
+	Logger *slog.Logger
+	// Lease is how long a claim holds a delivery (0: DefaultLease; at
+	// least Timeout + 10 s). A claimed delivery is started only while its
+	// Timeout still fits in the lease; the others are left for a later
+	// claim.
+	Lease time.Duration
+	// Timeout bounds an attempt (0: DefaultTimeout, the spec's 15 s).
+	Timeout time.Duration
+	// Jitter places a retry within ±10 % of its wait (nil: random).
+	Jitter func() float64
+
+	once   sync.Once
+	policy *Policy
+	sender *Sender
+}
+
+func (d *Dispatcher) init() {
+	d.once.Do(func() {
+		d.policy = d.Policy
+		if d.policy == nil {
+			d.policy = &Policy{}
+		}
+		d.sender = d.Sender
+		if d.sender == nil {
+			d.sender = &Sender{Client: d.policy.Client(d.timeout())}
+		}
+	})
+}
+
+func (d *Dispatcher) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+func (d *Dispatcher) newID() string {
+	if d.NewID != nil {
+		return d.NewID()
+	}
+	return uuid.NewString()
+}
+
+func (d *Dispatcher) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return slog.Default()
+}
+
+func (d *Dispatcher) lease() time.Duration {
+	l := d.Lease
+	if l <= 0 {
+		l = DefaultLease
+	}
+	return max(l, d.timeout()+leaseMargin)
+}
+
+// leaseMargin is the least time a lease leaves after an attempt's timeout
+// for recording it.
+const leaseMargin = 10 * time.Second
+
+func (d *Dispatcher) timeout() time.Duration {
+	if d.Timeout > 0 {
+		return d.Timeout
+	}
+	return DefaultTimeout
+}
+
+// RunOnce claims up to limit due deliveries (DefaultBatch when limit is 0
+// or less) and attempts them, Concurrency at a time. It returns how many
+// it attempted, and the store errors met (a delivery whose attempt could
+// not be recorded is claimed again when its lease ends).
+func (d *Dispatcher) RunOnce(ctx context.Context, limit int) (int, error) {
+	d.init()
+	if limit <= 0 {
+		limit = DefaultBatch
+	}
+	claimedAt := d.now()
+	list, err := d.Store.ClaimDeliveries(ctx, claimedAt, d.lease(), limit)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		attempted int
+		errs      []error
+		sem       = make(chan struct{}, Concurrency)
+	)
+	for _, dl := range list {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		// A delivery whose attempt could outlast its hold is left to the
+		// next claim: another dispatcher may take it once the lease ends.
+		if d.now().Add(d.timeout()).After(claimedAt.Add(d.lease())) {
+			<-sem
+			continue
+		}
+		wg.Add(1)
+		go func(dl *xaalis.Delivery) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			did, err := d.deliver(ctx, dl)
+			mu.Lock()
+			defer mu.Unlock()
+			if did {
+				attempted++
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}(dl)
+	}
+	wg.Wait()
+	return attempted, errors.Join(errs...)
+}
+
+// Run calls RunOnce every interval until ctx is done; while a batch comes
+// back full it goes on at once.
+func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		n, err := d.RunOnce(ctx, DefaultBatch)
+		if err != nil && ctx.Err() == nil {
+			d.logger().Error("webhook deliveries", "err", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if n >= DefaultBatch && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// target is where and how a delivery goes.
+type target struct {
+	url     string
+	format  xaalis.PayloadFormat
+	secrets []string
+}
+
+// errFinal marks a failure no retry can mend.
+type errFinal struct{ msg string }
+
+func (e errFinal) Error() string { return e.msg }
+
+// resolveTarget finds a delivery's URL, format and secrets.
+func (d *Dispatcher) resolveTarget(ctx context.Context, dl *xaalis.Delivery, now time.Time) (*target, error) {
+	t := &target{url: dl.URL, format: dl.Format}
+	if dl.EndpointID == "" {
+		secret, err := d.Store.CallbackSecret(ctx, dl.MerchantID, dl.Mode, NewSecret())
+		if err != nil {
+			return nil, err
+		}
+		t.secrets = []string{secret}
+	} else {
+		ep, err := d.Store.WebhookEndpoint(ctx, dl.MerchantID, dl.EndpointID)
+		if xaalis.ErrorCode(err) == xaalis.ENotFound || err == nil && ep.DeletedAt != nil {
+			return nil, errFinal{"endpoint deleted"}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if t.url == "" {
+			t.url = ep.URL
+		}
+		if !t.format.Valid() {
+			t.format = ep.Format
+		}
+		t.secrets = ep.Secrets(now)
+	}
+	if !t.format.Valid() {
+		t.format = xaalis.Format20260601
+	}
+	return t, nil
+}
+
+// deliver makes one attempt of a claimed delivery and records it. It
+// reports whether an attempt was recorded.
+func (d *Dispatcher) deliver(ctx context.Context, dl *xaalis.Delivery) (bool, error) {
+	log := d.logger().With("delivery", dl.ID, "event", dl.EventID)
+	start := d.now()
+	attempt := &xaalis.Attempt{ID: d.newID(), DeliveryID: dl.ID, AttemptedAt: start}
+
+	ev, err := d.Store.EventByID(ctx, dl.EventID)
+	if xaalis.ErrorCode(err) == xaalis.ENotFound {
+		err = errFinal{"event not found"}
+	}
+	var t *target
+	if err == nil {
+		t, err = d.resolveTarget(ctx, dl, start)
+	}
+	var final errFinal
+	switch {
+	case errors.As(err, &final):
+		attempt.ErrorMessage = final.msg
+		return true, d.record(ctx, dl, attempt, false, true)
+	case err != nil:
+		// The store failed: no attempt was made; the lease runs out and
+		// the delivery is claimed again.
+		log.Error("webhook delivery: store", "err", err)
+		return false, err
+	}
+
+	body, err := Payload(t.format, ev)
+	if err != nil {
+		attempt.ErrorMessage = "payload: " + err.Error()
+		return true, d.record(ctx, dl, attempt, false, true)
+	}
+	if err := d.policy.Check(ctx, t.url); err != nil {
+		if rules := Rules(err); len(rules) > 0 {
+			attempt.ErrorMessage = "refused: " + strings.Join(rules, "; ")
+		} else {
+			attempt.ErrorMessage = "refused: " + err.Error()
+		}
+		return true, d.record(ctx, dl, attempt, false, false)
+	}
+
+	signedAt := d.now()
+	sig := pw.Sign(body, t.secrets, signedAt)
+	actx, cancel := context.WithTimeout(ctx, d.timeout())
+	began := time.Now()
+	status, err := d.sender.Send(actx, t.url, body, sig)
+	cancel()
+	attempt.DurationMS = time.Since(began).Milliseconds()
+	attempt.HTTPStatus = status
+	if err != nil {
+		if ctx.Err() != nil {
+			// Shut down mid-attempt: whether the receiver got it is
+			// unknown, and it is not the receiver's failure. The lease runs
+			// out and the delivery goes again (at least once).
+			return false, nil
+		}
+		attempt.ErrorMessage = err.Error()
+		log.Info("webhook delivery failed", "url", t.url, "attempt", dl.Attempts+1, "err", attempt.ErrorMessage)
+		return true, d.record(ctx, dl, attempt, false, false)
+	}
+	return true, d.record(ctx, dl, attempt, true, false)
+}
+
+// record stores an attempt and the delivery's new state.
+func (d *Dispatcher) record(ctx context.Context, dl *xaalis.Delivery, a *xaalis.Attempt, ok, final bool) error {
+	now := d.now()
+	dl.Attempts++
+	dl.LastAttemptAt = &a.AttemptedAt
+	dl.UpdatedAt = now
+	switch {
+	case ok:
+		dl.Status = xaalis.DeliverySucceeded
+	case final:
+		dl.Status = xaalis.DeliveryFailed
+	default:
+		if next, more := NextAttempt(dl.Attempts, now, d.Jitter); more {
+			dl.Status, dl.NextAttemptAt = xaalis.DeliveryPending, next
+		} else {
+			dl.Status = xaalis.DeliveryFailed
+		}
+	}
+	// A sent delivery is recorded even while shutting down, so that it is
+	// not sent again.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := d.Store.RecordAttempt(rctx, dl, a); err != nil {
+		d.logger().Error("webhook delivery: record attempt", "delivery", dl.ID, "err", err)
+		return err
+	}
+	return nil
+}
