@@ -141,23 +141,29 @@ func txListQuery(r *http.Request) (xaalis.PageRequest, xaalis.TxFilter, error) {
 		dst  **time.Time
 		end  bool
 	}{{"from", &f.From, false}, {"to", &f.To, true}} {
-		s := q.Get(b.name)
-		if s == "" {
-			continue
+		if t, ok := parseTimeParam(v, q.Get(b.name), b.name, b.end); ok {
+			*b.dst = &t
 		}
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			d, derr := time.Parse("2006-01-02", s)
-			if derr != nil {
-				v.Add(b.name, "must be a date (2026-11-21) or an RFC 3339 time")
-				continue
-			}
-			if t = d; b.end {
-				t = d.Add(24 * time.Hour)
-			}
-		}
-		t = t.UTC()
-		*b.dst = &t
 	}
 	return page, f, v.Err()
+}
+
+// parseTimeParam reads a from/to query value: a date (2026-11-21; as an
+// end, the end of that day) or an RFC 3339 time. An empty value is absent.
+func parseTimeParam(v xaalis.ValidationErrors, s, name string, end bool) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		d, derr := time.Parse("2006-01-02", s)
+		if derr != nil {
+			v.Add(name, "must be a date (2026-11-21) or an RFC 3339 time")
+			return time.Time{}, false
+		}
+		if t = d; end {
+			t = d.Add(24 * time.Hour)
+		}
+	}
+	return t.UTC(), true
 }

@@ -50,6 +50,17 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/payout-requests/{id}", s.api(read, s.handlePayoutRequestGet))
 	s.mux.Handle("GET /v1/settlements", s.api(read, s.handleSettlements))
 
+	s.mux.Handle("POST /v1/webhook-endpoints", s.api(initiate, s.handleWebhookEndpointCreate))
+	s.mux.Handle("GET /v1/webhook-endpoints", s.api(read, s.handleWebhookEndpointList))
+	s.mux.Handle("GET /v1/webhook-endpoints/{id}", s.api(read, s.handleWebhookEndpointGet))
+	s.mux.Handle("DELETE /v1/webhook-endpoints/{id}", s.api(initiate, s.handleWebhookEndpointDelete))
+	s.mux.Handle("POST /v1/webhook-endpoints/{id}/rotate-secret", s.api(initiate, s.handleWebhookEndpointRotate))
+	s.mux.Handle("POST /v1/webhooks/test", s.api(initiate, s.handleWebhookTest))
+	s.mux.Handle("GET /v1/webhooks/callback-secret", s.api(initiate, s.handleCallbackSecret))
+	s.mux.Handle("GET /v1/events", s.api(read, s.handleEventList))
+	s.mux.Handle("GET /v1/events/{id}", s.api(read, s.handleEventGet))
+	s.mux.Handle("POST /v1/events/{id}/redeliver", s.api(initiate, s.handleEventRedeliver))
+
 	s.mux.Handle("POST /v1/plans", s.api(initiate, s.handlePlanCreate))
 	s.mux.Handle("GET /v1/plans", s.api(read, s.handlePlanList))
 	s.mux.Handle("GET /v1/plans/{id}", s.api(read, s.handlePlanGet))

@@ -105,6 +105,27 @@ func validURL(v ValidationErrors, field string, s *string, required bool) string
 	return u.String()
 }
 
+// callbackURL checks a callback_url: it receives webhooks, so the webhook
+// URL rules apply, the same as at every delivery.
+func (a *App) callbackURL(ctx context.Context, v ValidationErrors, raw *string) string {
+	callback := validURL(v, "callback_url", raw, false)
+	if callback == "" || a.CheckWebhookURL == nil {
+		return callback
+	}
+	if err := a.CheckWebhookURL(ctx, callback); err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			v.Add("callback_url", "could not be checked")
+			return ""
+		}
+		for _, m := range e.Fields["url"] {
+			v.Add("callback_url", m)
+		}
+		return ""
+	}
+	return callback
+}
+
 // Convert turns an amount into another currency at an exact rate, rounding
 // half away from zero to the minor unit: big.Rat, never a float.
 func Convert(a Amount, to Currency, rate *big.Rat) Amount {
@@ -164,18 +185,7 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 	phone, name := in.payerFields(v)
 	success := validURL(v, "success_url", in.SuccessURL, true)
 	failed := validURL(v, "failed_url", in.FailedURL, true)
-	callback := validURL(v, "callback_url", in.CallbackURL, false)
-	if callback != "" && a.CheckWebhookURL != nil {
-		// callback_url receives webhooks: the webhook URL rules apply.
-		if err := a.CheckWebhookURL(ctx, callback); err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				for _, m := range e.Fields["url"] {
-					v.Add("callback_url", m)
-				}
-			}
-		}
-	}
+	callback := a.callbackURL(ctx, v, in.CallbackURL)
 	md := map[string]string{}
 	if len(in.Metadata) > MetadataMaxKeys {
 		v.Add("metadata", "at most 20 keys are allowed")

@@ -99,7 +99,7 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 			v.Add("description", "must be at most 500 characters")
 		}
 	}
-	callback := validURL(v, "callback_url", in.CallbackURL, false)
+	callback := a.callbackURL(ctx, v, in.CallbackURL)
 	amount, err := WholeUnits(v, "amount", in.Amount, cur)
 	if err != nil {
 		return nil, err

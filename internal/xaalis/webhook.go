@@ -92,6 +92,9 @@ func (w *WebhookEndpoint) MarshalJSON() ([]byte, error) {
 	if w.ShowSecret {
 		j.Secret = &w.Secret
 	}
+	if w.DeletedAt != nil {
+		j.Status = "deleted"
+	}
 	if w.PreviousSecret != "" && w.PreviousExpiresAt != nil {
 		j.PreviousExpiresAt = tsPtr(w.PreviousExpiresAt)
 	}

@@ -173,7 +173,7 @@ func (a *App) DeleteWebhookEndpoint(ctx context.Context, p *Principal, id string
 func (a *App) RotateWebhookSecret(ctx context.Context, p *Principal, id string, grace *int64) (*WebhookEndpoint, error) {
 	g := DefaultRotationGrace
 	if grace != nil {
-		if *grace < 0 || time.Duration(*grace)*time.Second > MaxRotationGrace {
+		if *grace < 0 || *grace > int64(MaxRotationGrace/time.Second) {
 			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"grace_period": {"must be between 0 and 604800 seconds"}}}
 		}
 		g = time.Duration(*grace) * time.Second
@@ -256,7 +256,7 @@ func (v *EventView) MarshalJSON() ([]byte, error) {
 		Data       json.RawMessage `json:"data"`
 		Livemode   bool            `json:"livemode"`
 		CreatedAt  string          `json:"created_at"`
-		Deliveries []deliveryJSON  `json:"deliveries,omitempty"`
+		Deliveries []deliveryJSON  `json:"deliveries,omitzero"`
 	}{ID: e.ID, Object: "event", Type: e.Type, ObjectType: e.ObjectType, ObjectID: e.ObjectID, Sequence: e.Seq,
 		Data: e.Data, Livemode: e.Mode.Live(), CreatedAt: Timestamp(e.CreatedAt)}
 	if v.Detail {
