@@ -73,10 +73,10 @@ func TestSearchPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"api_keys", "customers", "events", "goose_db_version", "idempotency_keys", "idempotency_quota",
-		"ledger_balances", "ledger_entries", "ledger_postings", "merchants", "operator_tokens", "payout_requests", "plans",
-		"provider_notifications", "settings", "transactions", "webhook_attempts", "webhook_callback_secrets",
-		"webhook_deliveries", "webhook_endpoints"}
+	want := []string{"api_keys", "customers", "disputes", "events", "goose_db_version", "idempotency_keys",
+		"idempotency_quota", "ledger_balances", "ledger_entries", "ledger_postings", "merchants", "operator_tokens",
+		"payout_requests", "plans", "provider_notifications", "settings", "split_items", "subscriptions", "transactions",
+		"webhook_attempts", "webhook_callback_secrets", "webhook_deliveries", "webhook_endpoints"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}

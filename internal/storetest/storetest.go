@@ -52,6 +52,16 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ClaimDeliveries", func(t *testing.T) { t.Parallel(); testClaimDeliveries(t, open(t)) })
 	t.Run("ClaimDeliveriesConcurrent", func(t *testing.T) { t.Parallel(); ConcurrentClaims(t, open(t)) })
 	t.Run("CallbackSecret", func(t *testing.T) { t.Parallel(); testCallbackSecret(t, open(t)) })
+	t.Run("Dispute", func(t *testing.T) { t.Parallel(); testDispute(t, open(t)) })
+	t.Run("OneOpenDispute", func(t *testing.T) { t.Parallel(); testOneOpenDispute(t, open(t)) })
+	t.Run("DisputeList", func(t *testing.T) { t.Parallel(); testDisputeList(t, open(t)) })
+	t.Run("DueDisputes", func(t *testing.T) { t.Parallel(); testDueDisputes(t, open(t)) })
+	t.Run("Splits", func(t *testing.T) { t.Parallel(); testSplits(t, open(t)) })
+	t.Run("Subscription", func(t *testing.T) { t.Parallel(); testSubscription(t, open(t)) })
+	t.Run("SubscriptionList", func(t *testing.T) { t.Parallel(); testSubscriptionList(t, open(t)) })
+	t.Run("DueSubscriptions", func(t *testing.T) { t.Parallel(); testDueSubscriptions(t, open(t)) })
+	t.Run("Customers", func(t *testing.T) { t.Parallel(); testCustomers(t, open(t)) })
+	t.Run("PlanByID", func(t *testing.T) { t.Parallel(); testPlanByID(t, open(t)) })
 }
 
 func testSettingOnce(t *testing.T, s xaalis.Store) {
