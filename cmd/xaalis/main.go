@@ -55,6 +55,8 @@ Commands:
   payout-request approve|reject|complete|fail ID   move a payout request (operator)
   payment mark-refunded ID   mark a payment refunded by hand (providers without refunds)
   ledger check           compare every balance with its postings (exit 1 on a difference)
+  dispute open --transaction ID [--amount N] [--reason TEXT]   open a dispute (operator)
+  dispute decide ID --outcome won|lost                          close a dispute (operator)
 
 Run 'xaalis <command> -h' for the flags of a command.
 `
@@ -114,6 +116,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return usagef("ledger: expected check")
 		}
 		return cmdLedgerCheck(ctx, args[2:], getenv, stdout, stderr)
+	case "dispute":
+		if len(args) < 2 {
+			return usagef("dispute: expected open or decide")
+		}
+		switch args[1] {
+		case "open":
+			return cmdDisputeOpen(ctx, args[2:], getenv, stdout, stderr)
+		case "decide":
+			return cmdDisputeDecide(ctx, args[2:], getenv, stdout, stderr)
+		}
+		return usagef("dispute: unknown subcommand %q (expected open or decide)", args[1])
 	case "payment":
 		if len(args) < 2 || args[1] != "mark-refunded" {
 			return usagef("payment: expected mark-refunded")

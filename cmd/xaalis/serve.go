@@ -255,6 +255,16 @@ func runJobs(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.
 		} else if n > 0 {
 			log.Info("reconciled payments", "changed", n)
 		}
+		if n, err := app.ExpireDisputes(ctx, 100); err != nil && ctx.Err() == nil {
+			log.Error("expire disputes", "error", err)
+		} else if n > 0 {
+			log.Info("disputes lost by deadline", "count", n)
+		}
+		if n, err := app.RenewDue(ctx, 100); err != nil && ctx.Err() == nil {
+			log.Error("renew subscriptions", "error", err)
+		} else if n > 0 {
+			log.Info("subscriptions moved on", "count", n)
+		}
 		if n, err := app.DispatchDue(ctx, 100); err != nil && ctx.Err() == nil {
 			log.Error("dispatch payouts and refunds", "error", err)
 		} else if n > 0 {

@@ -61,6 +61,19 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/events/{id}", s.api(read, s.handleEventGet))
 	s.mux.Handle("POST /v1/events/{id}/redeliver", s.api(initiate, s.handleEventRedeliver))
 
+	s.mux.Handle("GET /v1/disputes", s.api(read, s.handleDisputeList))
+	s.mux.Handle("GET /v1/disputes/{id}", s.api(read, s.handleDisputeGet))
+	s.mux.Handle("POST /v1/disputes/{id}/respond", s.api(initiate, s.handleDisputeRespond))
+	s.mux.Handle("POST /v1/payments/{id}/splits", s.api(initiate, s.handleSplitCreate))
+	s.mux.Handle("GET /v1/payments/{id}/splits", s.api(read, s.handleSplitList))
+	s.mux.Handle("POST /v1/subscriptions", s.api(initiate, s.handleSubscriptionCreate))
+	s.mux.Handle("GET /v1/subscriptions", s.api(read, s.handleSubscriptionList))
+	s.mux.Handle("GET /v1/subscriptions/{id}", s.api(read, s.handleSubscriptionGet))
+	s.mux.Handle("POST /v1/subscriptions/{id}/cancel", s.api(initiate, s.subscriptionCancel(false)))
+	s.mux.Handle("POST /v1/subscriptions/{id}/cancel-at-period-end", s.api(initiate, s.subscriptionCancel(true)))
+	s.mux.Handle("GET /v1/customers", s.api(read, s.handleCustomerList))
+	s.mux.Handle("GET /v1/customers/{id}", s.api(read, s.handleCustomerGet))
+
 	s.mux.Handle("POST /v1/plans", s.api(initiate, s.handlePlanCreate))
 	s.mux.Handle("GET /v1/plans", s.api(read, s.handlePlanList))
 	s.mux.Handle("GET /v1/plans/{id}", s.api(read, s.handlePlanGet))
@@ -77,4 +90,6 @@ func (a *Admin) routes() {
 	a.mux.HandleFunc("POST /admin/v1/payout-requests/{id}/{action}", a.operator(a.handlePayoutRequestMove))
 	a.mux.HandleFunc("POST /admin/v1/payments/{id}/mark-refunded", a.operator(a.handleMarkRefunded))
 	a.mux.HandleFunc("GET /admin/v1/ledger/check", a.operator(a.handleLedgerCheck))
+	a.mux.HandleFunc("POST /admin/v1/disputes", a.operator(a.handleDisputeOpen))
+	a.mux.HandleFunc("POST /admin/v1/disputes/{id}/decide", a.operator(a.handleDisputeDecide))
 }

@@ -79,6 +79,12 @@ const (
 	ESubscriptionAlreadyInStatus  Code = "subscription_already_in_status"
 )
 
+// Disputes. The specification's table has no code for answering a
+// dispute that no longer needs a response; this one names it.
+const (
+	EDisputeNotRespondable Code = "dispute_not_respondable"
+)
+
 // Inbound provider notifications.
 const (
 	EInvalidSignature           Code = "invalid_signature"
@@ -166,6 +172,8 @@ var Catalogue = []CatalogueEntry{
 	{ESubscriptionPlanNotAvailable, http.StatusUnprocessableEntity, "The plan is missing, inactive or not this merchant's.", "Subscriptions", []string{"plan_id"}},
 	{ESubscriptionCustomerMismatch, http.StatusUnprocessableEntity, "The customer belongs to another merchant.", "Subscriptions", []string{"customer_id"}},
 	{ESubscriptionAlreadyInStatus, http.StatusUnprocessableEntity, "The subscription is already cancelled or expired.", "Subscriptions", []string{"status"}},
+
+	{EDisputeNotRespondable, http.StatusUnprocessableEntity, "The dispute does not need a response any more.", "Disputes", []string{"status"}},
 
 	{EInvalidSignature, http.StatusUnauthorized, "The notification's signature or timestamp was rejected.", "Inbound provider notifications", nil},
 	{EDuplicate, http.StatusOK, "The notification was already handled; nothing was done.", "Inbound provider notifications", nil},

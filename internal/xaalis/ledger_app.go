@@ -3,6 +3,7 @@ package xaalis
 import (
 	"context"
 	"fmt"
+	"math/big"
 
 	"github.com/xaalis/xaalis/internal/ledger"
 )
@@ -67,12 +68,50 @@ func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to S
 	t.Fee = fee
 	postings := []ledger.Posting{
 		{Account: ledger.Provider(mode, t.Provider, ledger.Clearing), Currency: cur, Amount: -amt.Minor},
-		{Account: account(t.Mode, t.MerchantID, ledger.Available), Currency: cur, Amount: amt.Minor - fee.Minor},
 	}
 	if fee.Minor > 0 {
 		postings = append(postings, ledger.Posting{Account: ledger.Fees(mode), Currency: cur, Amount: fee.Minor})
 	}
+	// Marketplace shares reach their beneficiaries with the collection,
+	// net of the fee pro rata, so the merchant's part is never negative.
+	items, err := tx.SplitItemsForUpdate(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	net := amt.Minor - fee.Minor
+	merchant := net
+	now := a.now()
+	for i, share := range netShares(t, items, fee) {
+		it := items[i]
+		if it.CreditedAt != nil || share == 0 {
+			continue
+		}
+		postings = append(postings, ledger.Posting{Account: account(t.Mode, it.BeneficiaryID, ledger.Available), Currency: cur, Amount: share})
+		merchant -= share
+		if err := tx.MarkSplitCredited(ctx, it.ID, now); err != nil {
+			return err
+		}
+	}
+	if merchant > 0 {
+		postings = append(postings, ledger.Posting{Account: account(t.Mode, t.MerchantID, ledger.Available), Currency: cur, Amount: merchant})
+	}
 	return a.post(ctx, tx, t.Mode, t.MerchantID, "payment.success", "transaction", t.ID, postings)
+}
+
+// netShares is each split item's share of a payment net of its provider
+// fee, pro rata and rounded down: together they never exceed the net.
+func netShares(t *Transaction, items []*SplitItem, fee Amount) []int64 {
+	gross := t.LedgerAmount().Minor
+	out := make([]int64, len(items))
+	if gross == 0 {
+		return out
+	}
+	net := new(big.Int).SetInt64(gross - fee.Minor)
+	for i, it := range items {
+		v := new(big.Int).Mul(new(big.Int).SetInt64(it.LedgerAmount.Minor), net)
+		out[i] = v.Quo(v, new(big.Int).SetInt64(gross)).Int64()
+	}
+	return out
 }
 
 // reserve moves money of a merchant from available to reserved, after

@@ -556,7 +556,10 @@ func (a *App) transition(ctx context.Context, tx Tx, t *Transaction, to Status, 
 	if err := tx.UpdateTransaction(ctx, t); err != nil {
 		return fmt.Errorf("update transaction: %w", err)
 	}
-	return a.writeEvent(ctx, tx, t, event)
+	if err := a.writeEvent(ctx, tx, t, event); err != nil {
+		return err
+	}
+	return a.onSubscriptionPayment(ctx, tx, t, to)
 }
 
 // writeEvent stores an event carrying the record as it now is.
@@ -751,6 +754,16 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 		if !first {
 			duplicate = true
 			return nil
+		}
+		if n.Dispute != nil {
+			// A provider reports a dispute on a payment: open it, once.
+			if _, err := tx.DisputeByProviderEvent(ctx, n.EventID); err == nil {
+				duplicate = true
+				return nil
+			}
+			_, err := a.openDispute(ctx, tx, DisputeOpen{TransactionID: t.ID, Amount: n.Dispute.Amount.Minor / 100,
+				Reason: n.Dispute.Reason, ProviderEventID: n.EventID})
+			return err
 		}
 		cur, err := tx.TransactionForUpdate(ctx, t.ID)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 // happens inside Update, so one command is one database transaction.
 type Store interface {
 	WebhookStore
+	MarketStore
 
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
@@ -99,6 +100,7 @@ type Store interface {
 // Tx is one write transaction.
 type Tx interface {
 	WebhookTx
+	MarketTx
 
 	// InsertSettingOnce records a named setting unless it exists, and
 	// reports whether this call inserted it. Concurrent callers in other

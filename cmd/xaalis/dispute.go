@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// cmdDisputeOpen opens a dispute as the operator.
+func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("dispute open", stderr)
+	db := databaseFlag(fs, getenv)
+	tx := fs.String("transaction", "", "payment ID (required)")
+	amount := fs.Int64("amount", 0, "disputed amount in whole units (default: all that was not refunded)")
+	reason := fs.String("reason", "", "why the payer disputes it")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *tx == "" {
+		return usagef("dispute open: --transaction is required")
+	}
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		d, err := app.OpenDispute(ctx, xaalis.DisputeOpen{TransactionID: *tx, Amount: *amount, Reason: *reason})
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("payment %s not found", *tx)
+		} else if err != nil {
+			return describe(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(d)
+		}
+		fmt.Fprintf(stdout, "dispute %s (%s) opened: %s, due by %s\n", d.ID, d.Reference, d.Status, xaalis.Timestamp(d.DueBy))
+		return nil
+	})
+}
+
+// cmdDisputeDecide closes a dispute as won or lost.
+func cmdDisputeDecide(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("dispute decide", stderr)
+	db := databaseFlag(fs, getenv)
+	outcome := fs.String("outcome", "", "won or lost (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if len(pos) != 1 || *outcome == "" {
+		return usagef("dispute decide: expected one dispute ID and --outcome won|lost")
+	}
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		d, err := app.DecideDispute(ctx, pos[0], xaalis.DisputeStatus(*outcome), "")
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("dispute %s not found", pos[0])
+		} else if err != nil {
+			return describe(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(d)
+		}
+		fmt.Fprintf(stdout, "dispute %s is %s\n", d.ID, d.Status)
+		return nil
+	})
+}

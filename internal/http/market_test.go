@@ -1,0 +1,461 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// operatorDo sends an operator request to the admin listener.
+func operatorDo(t *testing.T, admin *httptest.Server, token, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req := mustRequest(t, method, admin.URL+path, body)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+type disputeRecord struct {
+	ID, Reference, Status, Amount, TransactionID string
+	Evidence                                     []string
+}
+
+func TestDisputes(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		admin, token := adminEnv(t, e)
+		e.fund(t, keys.SecretTest, 1, 50000) // 49 500 available
+		open := func(payID string) disputeRecord {
+			t.Helper()
+			st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+payID+`","reason":"not received"}`)
+			if st != 201 {
+				t.Fatalf("open dispute: %d %v", st, out)
+			}
+			var d disputeRecord
+			b, _ := json.Marshal(out["data"])
+			_ = json.Unmarshal(b, &d)
+			return d
+		}
+		payStatus := func(id string) string {
+			var p txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + id, key: keys.SecretTest}).want(t, 200, "").data(t, &p)
+			return p.Status
+		}
+		_, p1 := e.pay(t, keys.SecretTest, "d-1", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		// 49 500 + 9 900
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 59400 {
+			t.Fatalf("funded %+v", bal)
+		}
+		d := open(p1.ID)
+		if d.Status != "needs_response" || !strings.HasPrefix(d.Reference, "DSP-") || payStatus(p1.ID) != "disputed" {
+			t.Fatalf("opened: %+v", d)
+		}
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 49400 || bal.Reserved != 10000 {
+			t.Fatalf("reserved: %+v", bal)
+		}
+		e.ledgerOK(t)
+
+		t.Run("OKList", func(t *testing.T) {
+			var list []disputeRecord
+			r := e.do(call{method: "GET", path: "/v1/disputes?status=needs_response&per_page=5", key: keys.SecretTest}).want(t, 200, "")
+			r.data(t, &list)
+			if len(list) != 1 || !strings.Contains(string(r.body), `"pagination":{"total":1,"per_page":5,"current_page":1,"last_page":1}`) {
+				t.Fatalf("list: %s", r.body)
+			}
+			var got disputeRecord
+			e.do(call{method: "GET", path: "/v1/disputes/" + d.Reference, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+			if got.ID != d.ID {
+				t.Fatal("by reference")
+			}
+			e.do(call{method: "GET", path: "/v1/disputes?status=bogus", key: keys.SecretTest}).want(t, 422, xaalis.EValidation)
+			e.do(call{method: "GET", path: "/v1/disputes/" + d.ID, key: keys.SecretLive}).want(t, 403, xaalis.ELivemodeMismatch)
+		})
+		t.Run("ErrRespondValidation", func(t *testing.T) {
+			var ev []string
+			for i := range 21 {
+				ev = append(ev, fmt.Sprintf(`"https://shop.example/e/%d"`, i))
+			}
+			respond := func(idem, body string) *response {
+				return e.do(call{method: "POST", path: "/v1/disputes/" + d.ID + "/respond", key: keys.SecretTest, idem: idem, body: body, invalid: true})
+			}
+			respond("r-1", `{"evidence":[`+strings.Join(ev, ",")+`]}`).want(t, 422, xaalis.EValidation)
+			respond("r-2", `{"evidence":["https://shop.example/`+strings.Repeat("x", 500)+`"]}`).want(t, 422, xaalis.EValidation)
+			respond("r-3", `{"merchant_response":"`+strings.Repeat("é", 2001)+`"}`).want(t, 422, xaalis.EValidation)
+			respond("r-4", `{"evidence":["not a url"]}`).want(t, 422, xaalis.EValidation)
+		})
+		t.Run("OKRespondThenWon", func(t *testing.T) {
+			var got disputeRecord
+			e.do(call{method: "POST", path: "/v1/disputes/" + d.ID + "/respond", key: keys.SecretTest, idem: "r-ok",
+				body: `{"evidence":["https://shop.example/receipt.pdf"],"merchant_response":"Delivered on 12 Nov, signed."}`}).
+				want(t, 200, "").data(t, &got)
+			if got.Status != "under_review" || len(got.Evidence) != 1 {
+				t.Fatalf("responded: %+v", got)
+			}
+			r := e.do(call{method: "POST", path: "/v1/disputes/" + d.ID + "/respond", key: keys.SecretTest, idem: "r-again",
+				body: `{"merchant_response":"again"}`}).want(t, 422, xaalis.EDisputeNotRespondable)
+			if r.err.Context["status"] != "under_review" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+			if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes/"+d.ID+"/decide", `{"outcome":"won"}`); st != 200 {
+				t.Fatalf("decide: %d %v", st, out)
+			}
+			if payStatus(p1.ID) != "success" {
+				t.Fatal("a won dispute returns the payment to success")
+			}
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 59400 || bal.Reserved != 0 {
+				t.Fatalf("after won: %+v", bal)
+			}
+			if evs := e.events(t, d.ID); strings.Join(evs, ",") != "dispute.opened,dispute.responded,dispute.won" {
+				t.Fatalf("events %v", evs)
+			}
+			if st, _ := operatorDo(t, admin, token, "POST", "/admin/v1/disputes/"+d.ID+"/decide", `{"outcome":"lost"}`); st != 422 {
+				t.Fatalf("deciding a closed dispute: %d", st)
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKLost", func(t *testing.T) {
+			d2 := open(p1.ID)
+			if st, _ := operatorDo(t, admin, token, "POST", "/admin/v1/disputes/"+d2.ID+"/decide", `{"outcome":"lost"}`); st != 200 {
+				t.Fatal("decide lost")
+			}
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 49400 || bal.Reserved != 0 {
+				t.Fatalf("after lost: %+v", bal)
+			}
+			if payStatus(p1.ID) != "disputed" {
+				t.Fatal("a lost dispute leaves the payment disputed")
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKDeadlineLoses", func(t *testing.T) {
+			_, p2 := e.pay(t, keys.SecretTest, "d-2", `"amount":2000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			d3 := open(p2.ID)
+			e.clock.Advance(7*24*time.Hour - time.Minute)
+			if n, _ := e.app.ExpireDisputes(context.Background(), 10); n != 0 {
+				t.Fatal("lost before the deadline")
+			}
+			e.clock.Advance(2 * time.Minute)
+			if n, err := e.app.ExpireDisputes(context.Background(), 10); n != 1 || err != nil {
+				t.Fatalf("expired %d %v", n, err)
+			}
+			var got disputeRecord
+			e.do(call{method: "GET", path: "/v1/disputes/" + d3.ID, key: keys.SecretTest}).data(t, &got)
+			if got.Status != "lost" {
+				t.Fatalf("status %s", got.Status)
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKProviderReported", func(t *testing.T) {
+			_, p3 := e.pay(t, keys.SecretTest, "d-3", `"amount":3000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			n := xaalis.Notification{EventID: "prov-dsp-1", Provider: "channel_a", ProviderRef: providerRef(t, e, p3.ID),
+				Dispute: &xaalis.DisputeNotice{Amount: xaalis.Units(1000, xaalis.XOF), Reason: "fraud"}}
+			if dup, err := e.app.ApplyNotification(context.Background(), xaalis.ModeTest, n); err != nil || dup {
+				t.Fatalf("notification: %v %v", dup, err)
+			}
+			if dup, _ := e.app.ApplyNotification(context.Background(), xaalis.ModeTest, n); !dup {
+				t.Fatal("the same notification opened a second dispute")
+			}
+			var list []disputeRecord
+			e.do(call{method: "GET", path: "/v1/disputes?status=needs_response", key: keys.SecretTest}).data(t, &list)
+			if len(list) != 1 || list[0].Amount != "1000.00" || list[0].TransactionID != p3.ID {
+				t.Fatalf("provider dispute: %+v", list)
+			}
+			e.ledgerOK(t)
+		})
+	})
+}
+
+// TestDisputeShortfall: a dispute larger than the available balance holds
+// what there is and owes the rest; winning settles the debt first.
+func TestDisputeShortfall(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "s-1", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "s-po", body: payoutBody("s-po", 9000, "channel_a", "+221771112233")}).want(t, 201, "")
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 810 {
+			t.Fatalf("before: %+v", bal)
+		}
+		d, err := e.app.OpenDispute(context.Background(), xaalis.DisputeOpen{TransactionID: p.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 0 || bal.Reserved != 10000 {
+			t.Fatalf("held: %+v", bal)
+		}
+		e.ledgerOK(t)
+		if _, err := e.app.DecideDispute(context.Background(), d.ID, xaalis.DisputeWon, ""); err != nil {
+			t.Fatal(err)
+		}
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 810 || bal.Reserved != 0 {
+			t.Fatalf("after won: %+v", bal)
+		}
+		e.ledgerOK(t)
+	})
+}
+
+func TestSplits(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		bID, bKeys := e.merchant()
+		cID, cKeys := e.merchant()
+		dID, _ := e.merchant()
+		st := xaalis.MerchantSuspended
+		if _, err := e.app.UpdateMerchant(context.Background(), dID, xaalis.MerchantUpdate{Status: &st}); err != nil {
+			t.Fatal(err)
+		}
+		split := func(payID, idem, items string) *response {
+			return e.do(call{method: "POST", path: "/v1/payments/" + payID + "/splits", key: keys.SecretTest, idem: idem,
+				body: `{"items":[` + items + `]}`, invalid: true})
+		}
+		item := func(ben string, amount int) string {
+			return fmt.Sprintf(`{"beneficiary_merchant_id":"%s","amount":%d,"description":"seller share"}`, ben, amount)
+		}
+		_, p := e.pay(t, keys.SecretTest, "sp-1", `"amount":10000,"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+
+		t.Run("ErrSplitItemsRequired", func(t *testing.T) {
+			split(p.ID, "s-0", "").want(t, 422, xaalis.ESplitItemsRequired)
+		})
+		t.Run("ErrSplitTotalExceedsTransaction", func(t *testing.T) {
+			r := split(p.ID, "s-1", item(bID, 6000)+","+item(cID, 5000)).want(t, 422, xaalis.ESplitTotalExceedsTransaction)
+			if r.err.Context["total_split"] != float64(11000) || r.err.Context["transaction_amount"] != float64(10000) {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("ErrBeneficiaryNotActive", func(t *testing.T) {
+			r := split(p.ID, "s-2", item(dID, 100)).want(t, 422, xaalis.EBeneficiaryNotActive)
+			if r.err.Context["beneficiary_merchant_id"] != dID {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("OKThenExceeds", func(t *testing.T) {
+			r := split(p.ID, "s-3", item(bID, 3000)+","+item(cID, 2000)).want(t, 201, "")
+			var items []struct{ ID, Status, Amount string }
+			r.data(t, &items)
+			if len(items) != 2 || items[0].Status != "pending" {
+				t.Fatalf("splits: %s", r.body)
+			}
+			split(p.ID, "s-4", item(bID, 5001)).want(t, 422, xaalis.ESplitsExceedTransactionAmount)
+			var list []struct{ ID string }
+			e.do(call{method: "GET", path: "/v1/payments/" + p.ID + "/splits", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != 2 {
+				t.Fatalf("list %d", len(list))
+			}
+		})
+		t.Run("OKCreditedOnSuccess", func(t *testing.T) {
+			e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + p.ID + "/simulate", key: keys.SecretTest, idem: "sp-sim",
+				body: `{"outcome":"success"}`}).want(t, 200, "")
+			// channel_b in SN: 1.5 % fee (150); shares net pro rata.
+			if got := e.balance(t, bKeys.SecretTest).Available; got != 2955 {
+				t.Fatalf("beneficiary B: %v", got)
+			}
+			if got := e.balance(t, cKeys.SecretTest).Available; got != 1970 {
+				t.Fatalf("beneficiary C: %v", got)
+			}
+			if got := e.balance(t, keys.SecretTest).Available; got != 4925 {
+				t.Fatalf("platform: %v", got)
+			}
+			var list []struct{ Status string }
+			e.do(call{method: "GET", path: "/v1/payments/" + p.ID + "/splits", key: keys.SecretTest}).data(t, &list)
+			if list[0].Status != "credited" {
+				t.Fatalf("items %+v", list)
+			}
+			// A split of the now successful payment is credited at once.
+			split(p.ID, "s-5", item(bID, 1000)).want(t, 201, "")
+			if got := e.balance(t, bKeys.SecretTest).Available; got != 2955+985 {
+				t.Fatalf("beneficiary B after a late split: %v", got)
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("ErrNonPaymentTransactionSplit", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "sp-po", body: payoutBody("sp-po", 100, "channel_a", "+221771112233")}).want(t, 201, "")
+			var po txRecord
+			r.data(t, &po)
+			r = split(po.ID, "s-6", item(bID, 10)).want(t, 422, xaalis.ENonPaymentTransactionSplit)
+			if r.err.Context["type"] != "payout" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("ErrTransactionNotSplittable", func(t *testing.T) {
+			_, q := e.pay(t, keys.SecretTest, "sp-c", `"amount":1000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneCancelled+`"}`)
+			r := split(q.ID, "s-7", item(bID, 10)).want(t, 422, xaalis.ETransactionNotSplittable)
+			if r.err.Context["status"] != "cancelled" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("OKConcurrentSerialised", func(t *testing.T) {
+			_, q := e.pay(t, keys.SecretTest, "sp-conc", `"amount":10000,"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+			var ok, over atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 10 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := split(q.ID, fmt.Sprint("c-", i), item(bID, 2000))
+					switch {
+					case r.status == 201:
+						ok.Add(1)
+					case r.err.Code == xaalis.ESplitsExceedTransactionAmount:
+						over.Add(1)
+					default:
+						t.Errorf("%d %s", r.status, r.body)
+					}
+				}()
+			}
+			wg.Wait()
+			if ok.Load() != 5 || over.Load() != 5 {
+				t.Fatalf("%d splits accepted, %d refused; want 5 and 5", ok.Load(), over.Load())
+			}
+		})
+		e.ledgerOK(t)
+	})
+}
+
+type subRecord struct {
+	ID, Status, PlanID string
+	CustomerID         string    `json:"customer_id"`
+	CancelAtPeriodEnd  bool      `json:"cancel_at_period_end"`
+	LatestPaymentID    string    `json:"latest_payment_id"`
+	FailedAttempts     int       `json:"failed_attempts"`
+	CurrentPeriodEnd   time.Time `json:"current_period_end"`
+}
+
+func TestSubscriptions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, other := e.merchant()
+		ctx := context.Background()
+		plan := func(key, idem string) string {
+			var p struct{ ID string }
+			e.do(call{method: "POST", path: "/v1/plans", key: key, idem: idem, body: `{"name":"Box","amount":5000,"interval":"month"}`}).want(t, 201, "").data(t, &p)
+			return p.ID
+		}
+		planID := plan(keys.SecretTest, "plan-1")
+		otherPlan := plan(other.SecretTest, "plan-2")
+		e.pay(t, keys.SecretTest, "cust-1", `"payer":{"phone":"+221771234567","name":"Awa"}`)
+		e.pay(t, other.SecretTest, "cust-2", `"payer":{"phone":"+221771234568"}`)
+		var customers []struct{ ID, Phone string }
+		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		if len(customers) != 1 || customers[0].Phone != "+221771234567" {
+			t.Fatalf("customers %+v", customers)
+		}
+		custID := customers[0].ID
+		e.do(call{method: "GET", path: "/v1/customers/" + custID, key: keys.SecretTest}).want(t, 200, "")
+		var oc []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/customers", key: other.SecretTest}).data(t, &oc)
+		e.do(call{method: "GET", path: "/v1/customers/" + oc[0].ID, key: keys.SecretTest}).want(t, 404, xaalis.ENotFound)
+		create := func(idem, planID, custID, extra string) *response {
+			return e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: idem,
+				body: `{"plan_id":"` + planID + `","customer_id":"` + custID + `"` + extra + `}`})
+		}
+
+		t.Run("ErrSubscriptionPlanNotAvailable", func(t *testing.T) {
+			r := create("sub-x1", otherPlan, custID, "").want(t, 422, xaalis.ESubscriptionPlanNotAvailable)
+			if r.err.Context["plan_id"] != otherPlan {
+				t.Fatalf("context %v", r.err.Context)
+			}
+			create("sub-x2", "01900000-0000-7000-8000-000000000000", custID, "").want(t, 422, xaalis.ESubscriptionPlanNotAvailable)
+			inactive := plan(keys.SecretTest, "plan-3")
+			e.do(call{method: "POST", path: "/v1/plans/" + inactive + "/deactivate", key: keys.SecretTest, idem: "deact"}).want(t, 200, "")
+			create("sub-x3", inactive, custID, "").want(t, 422, xaalis.ESubscriptionPlanNotAvailable)
+		})
+		t.Run("ErrSubscriptionCustomerMismatch", func(t *testing.T) {
+			r := create("sub-x4", planID, oc[0].ID, "").want(t, 422, xaalis.ESubscriptionCustomerMismatch)
+			if r.err.Context["customer_id"] != oc[0].ID {
+				t.Fatalf("context %v", r.err.Context)
+			}
+		})
+		t.Run("OKPeriodsAndCancelAtPeriodEnd", func(t *testing.T) {
+			var s subRecord
+			create("sub-1", planID, custID, `,"provider":"channel_a"`).want(t, 201, "").data(t, &s)
+			if s.Status != "active" || s.LatestPaymentID == "" {
+				t.Fatalf("subscription %+v", s)
+			}
+			var pay txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + s.LatestPaymentID, key: keys.SecretTest}).data(t, &pay)
+			if pay.Status != "pending" || pay.Amount != "5000.00" || pay.Metadata["subscription_id"] != s.ID {
+				t.Fatalf("period payment %+v", pay)
+			}
+			e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + pay.ID + "/simulate", key: keys.SecretTest, idem: "sub-sim-1",
+				body: `{"outcome":"success"}`}).want(t, 200, "")
+			// The next period asks for a new payment.
+			e.clock.Advance(32 * 24 * time.Hour)
+			if n, err := e.app.RenewDue(ctx, 10); err != nil || n < 1 {
+				t.Fatalf("renewed %d %v", n, err)
+			}
+			var s2 subRecord
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &s2)
+			if s2.LatestPaymentID == s.LatestPaymentID || !s2.CurrentPeriodEnd.After(s.CurrentPeriodEnd) {
+				t.Fatalf("renewal %+v", s2)
+			}
+			e.do(call{method: "POST", path: "/v1/subscriptions/" + s.ID + "/cancel-at-period-end", key: keys.SecretTest, idem: "cape"}).want(t, 200, "").data(t, &s2)
+			if !s2.CancelAtPeriodEnd || s2.Status != "active" {
+				t.Fatalf("cancel at period end %+v", s2)
+			}
+			e.clock.Advance(32 * 24 * time.Hour)
+			e.app.RenewDue(ctx, 10)
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s2)
+			if s2.Status != "cancelled" {
+				t.Fatalf("status %s", s2.Status)
+			}
+			r := e.do(call{method: "POST", path: "/v1/subscriptions/" + s.ID + "/cancel", key: keys.SecretTest, idem: "c-again"}).want(t, 422, xaalis.ESubscriptionAlreadyInStatus)
+			if r.err.Context["status"] != "cancelled" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+			evs := strings.Join(e.events(t, s.ID), ",")
+			for _, want := range []string{"subscription.created", "subscription.payment_requested", "subscription.payment_succeeded",
+				"subscription.cancel_scheduled", "subscription.cancelled"} {
+				if !strings.Contains(evs, want) {
+					t.Fatalf("events %s lack %s", evs, want)
+				}
+			}
+		})
+		t.Run("OKFailedPeriodsExpire", func(t *testing.T) {
+			var s subRecord
+			create("sub-2", planID, custID, `,"provider":"channel_b"`).want(t, 201, "").data(t, &s)
+			for attempt := 1; attempt <= xaalis.SubscriptionMaxAttempts; attempt++ {
+				e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+				e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + s.LatestPaymentID + "/simulate", key: keys.SecretTest,
+					idem: fmt.Sprint("fail-", attempt), body: `{"outcome":"failed"}`}).want(t, 200, "")
+				e.clock.Advance(25 * time.Hour)
+				e.app.RenewDue(ctx, 10)
+			}
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+			if s.Status != "expired" {
+				t.Fatalf("after %d failed payments: %+v", xaalis.SubscriptionMaxAttempts, s)
+			}
+			r := e.do(call{method: "POST", path: "/v1/subscriptions/" + s.ID + "/cancel-at-period-end", key: keys.SecretTest, idem: "cape-x"}).
+				want(t, 422, xaalis.ESubscriptionAlreadyInStatus)
+			if r.err.Context["status"] != "expired" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+			var list []subRecord
+			e.do(call{method: "GET", path: "/v1/subscriptions?status=expired", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != 1 {
+				t.Fatalf("expired list %d", len(list))
+			}
+			evs := strings.Join(e.events(t, s.ID), ",")
+			if !strings.Contains(evs, "subscription.payment_failed") || !strings.Contains(evs, "subscription.expired") {
+				t.Fatalf("events %s", evs)
+			}
+		})
+		e.ledgerOK(t)
+	})
+}

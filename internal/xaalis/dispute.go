@@ -1,0 +1,354 @@
+package xaalis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/ledger"
+)
+
+// Dispute events.
+const (
+	EventDisputeOpened    = "dispute.opened"
+	EventDisputeResponded = "dispute.responded"
+	EventDisputeWon       = "dispute.won"
+	EventDisputeLost      = "dispute.lost"
+)
+
+// Dispute limits (spec: Limits).
+const (
+	DisputeResponseWindow    = 7 * 24 * time.Hour
+	DisputeMaxEvidence       = 20
+	DisputeMaxEvidenceLen    = 500
+	DisputeMaxResponseLen    = 2000
+	DisputeDefaultPerPage    = 20
+	DisputeMaxPerPage        = 100
+	chargebackDebtBucket     = "chargeback_debt"
+	disputeReferenceAlphabet = referenceAlphabet
+)
+
+// MarshalJSON renders the dispute record.
+func (d *Dispute) MarshalJSON() ([]byte, error) {
+	ev := d.Evidence
+	if ev == nil {
+		ev = []string{}
+	}
+	return json.Marshal(struct {
+		ID               string        `json:"id"`
+		Object           string        `json:"object"`
+		Reference        string        `json:"reference"`
+		TransactionID    string        `json:"transaction_id"`
+		Amount           string        `json:"amount"`
+		Currency         Currency      `json:"currency"`
+		Reason           *string       `json:"reason"`
+		Status           DisputeStatus `json:"status"`
+		Evidence         []string      `json:"evidence"`
+		MerchantResponse *string       `json:"merchant_response"`
+		DueBy            string        `json:"due_by"`
+		RespondedAt      *string       `json:"responded_at"`
+		ClosedAt         *string       `json:"closed_at"`
+		Livemode         bool          `json:"livemode"`
+		CreatedAt        string        `json:"created_at"`
+		UpdatedAt        string        `json:"updated_at"`
+	}{d.ID, "dispute", d.Reference, d.TransactionID, d.Amount.Decimal(), d.Amount.Currency, strPtr(d.Reason), d.Status, ev,
+		strPtr(d.MerchantResponse), Timestamp(d.DueBy), tsPtr(d.RespondedAt), tsPtr(d.ClosedAt), d.Mode.Live(),
+		Timestamp(d.CreatedAt), Timestamp(d.UpdatedAt)})
+}
+
+// DisputeOpen is what opens a dispute: an operator, or a provider's
+// notification.
+type DisputeOpen struct {
+	TransactionID string
+	// Amount in whole units of the payment's currency; 0 is all that was
+	// not refunded.
+	Amount int64
+	Reason string
+	// ProviderEventID is the provider's notification id, when a provider
+	// reported it.
+	ProviderEventID string
+}
+
+// OpenDispute opens a dispute on a successful payment: the payment goes
+// disputed, the amount moves to reserved (what available cannot cover is
+// owed meanwhile), dispute.opened. It returns not_found or
+// validation_error.
+func (a *App) OpenDispute(ctx context.Context, in DisputeOpen) (*Dispute, error) {
+	var out *Dispute
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		d, err := a.openDispute(ctx, tx, in)
+		out = d
+		return err
+	})
+	return out, err
+}
+
+func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute, error) {
+	pay, err := tx.TransactionForUpdate(ctx, in.TransactionID)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(msg string) error {
+		return &Error{Code: EValidation, Fields: ValidationErrors{"transaction_id": {msg}}}
+	}
+	if pay.Type != TypePayment {
+		return nil, bad("is not a payment")
+	}
+	if pay.Status != StatusSuccess {
+		return nil, bad(fmt.Sprintf("is %s: only a successful payment can be disputed", pay.Status))
+	}
+	if _, err := tx.OpenDisputeOf(ctx, pay.ID); err == nil {
+		return nil, bad("already has an open dispute")
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	refunded, err := tx.RefundedAmount(ctx, pay.ID)
+	if err != nil {
+		return nil, err
+	}
+	left := pay.Amount.Minor - refunded
+	amount := Amount{Minor: left, Currency: pay.Amount.Currency}
+	if in.Amount != 0 {
+		if in.Amount < 0 || in.Amount*100 > left {
+			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"amount": {
+				fmt.Sprintf("must be between 1 and the %s not refunded", Amount{Minor: left, Currency: pay.Amount.Currency}.Decimal())}}}
+		}
+		amount.Minor = in.Amount * 100
+	}
+	led := pay.LedgerAmount()
+	if pay.SettlementAmount != nil {
+		led = Convert(amount, pay.SettlementAmount.Currency, new(big.Rat).SetFrac64(pay.SettlementAmount.Minor, pay.Amount.Minor))
+	} else {
+		led = amount
+	}
+	now := a.now()
+	d := &Dispute{ID: a.NewID(), MerchantID: pay.MerchantID, Mode: pay.Mode, Reference: "DSP-" + RandomString(16, disputeReferenceAlphabet),
+		TransactionID: pay.ID, Amount: amount, LedgerAmount: led, Reason: strings.TrimSpace(in.Reason), Status: DisputeNeedsResponse,
+		DueBy: now.Add(DisputeResponseWindow), ProviderEventID: in.ProviderEventID, CreatedAt: now, UpdatedAt: now}
+	// The disputed money is held in reserved; what available cannot give is
+	// owed by the merchant until the dispute ends.
+	cur := string(led.Currency)
+	avail, err := tx.LockBalance(ctx, account(pay.Mode, pay.MerchantID, ledger.Available), led.Currency)
+	if err != nil {
+		return nil, err
+	}
+	fromAvail := min(max(avail, 0), led.Minor)
+	d.Shortfall = led.Minor - fromAvail
+	postings := []ledger.Posting{{Account: account(pay.Mode, pay.MerchantID, ledger.Reserved), Currency: cur, Amount: led.Minor}}
+	if fromAvail > 0 {
+		postings = append(postings, ledger.Posting{Account: account(pay.Mode, pay.MerchantID, ledger.Available), Currency: cur, Amount: -fromAvail})
+	}
+	if d.Shortfall > 0 {
+		postings = append(postings, ledger.Posting{Account: account(pay.Mode, pay.MerchantID, chargebackDebtBucket), Currency: cur, Amount: -d.Shortfall})
+	}
+	if err := tx.InsertDispute(ctx, d); err != nil {
+		return nil, fmt.Errorf("insert dispute: %w", err)
+	}
+	if err := a.post(ctx, tx, pay.Mode, pay.MerchantID, "dispute.open", "dispute", d.ID, postings); err != nil {
+		return nil, err
+	}
+	// The payment's move is told by dispute.opened.
+	pay.Status, pay.UpdatedAt = StatusDisputed, now
+	if err := tx.UpdateTransaction(ctx, pay); err != nil {
+		return nil, err
+	}
+	if err := a.disputeEvent(ctx, tx, d, EventDisputeOpened, pay.CallbackURL); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (a *App) disputeEvent(ctx context.Context, tx Tx, d *Dispute, typ, callback string) error {
+	data, err := d.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return a.emit(ctx, tx, &Event{ID: a.NewID(), MerchantID: d.MerchantID, Mode: d.Mode, Type: typ, ObjectType: "dispute",
+		ObjectID: d.ID, Data: data, CreatedAt: d.UpdatedAt}, callback)
+}
+
+// DisputeResponse is the body of POST /v1/disputes/{id}/respond.
+type DisputeResponse struct {
+	Evidence         []string `json:"evidence"`
+	MerchantResponse *string  `json:"merchant_response"`
+}
+
+// RespondDispute records the merchant's answer: at most 20 evidence URLs of
+// at most 500 characters, and a response of at most 2000 characters. It is
+// accepted only while the dispute needs a response (dispute_not_respondable
+// with the status otherwise); the dispute goes under_review,
+// dispute.responded. It returns not_found, livemode_mismatch or
+// validation_error too.
+func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in DisputeResponse) (*Dispute, error) {
+	v := ValidationErrors{}
+	if len(in.Evidence) > DisputeMaxEvidence {
+		v.Add("evidence", fmt.Sprintf("at most %d URLs", DisputeMaxEvidence))
+	}
+	for i, e := range in.Evidence {
+		u, err := url.Parse(e)
+		switch {
+		case len(e) > DisputeMaxEvidenceLen:
+			v.Add(fmt.Sprintf("evidence[%d]", i), fmt.Sprintf("must be at most %d characters", DisputeMaxEvidenceLen))
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
+			v.Add(fmt.Sprintf("evidence[%d]", i), "must be an absolute http or https URL")
+		}
+	}
+	resp := ""
+	if in.MerchantResponse != nil {
+		if resp = strings.TrimSpace(*in.MerchantResponse); len([]rune(resp)) > DisputeMaxResponseLen {
+			v.Add("merchant_response", fmt.Sprintf("must be at most %d characters", DisputeMaxResponseLen))
+		}
+	}
+	if len(in.Evidence) == 0 && resp == "" {
+		v.Add("merchant_response", "give a response or evidence")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	d, err := a.Dispute(ctx, p, key)
+	if err != nil {
+		return nil, err
+	}
+	var out *Dispute
+	err = a.Store.Update(ctx, func(tx Tx) error {
+		cur, err := tx.DisputeForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != DisputeNeedsResponse {
+			return E(EDisputeNotRespondable, "status", string(cur.Status))
+		}
+		now := a.now()
+		cur.Evidence, cur.MerchantResponse, cur.RespondedAt, cur.Status, cur.UpdatedAt = in.Evidence, resp, &now, DisputeUnderReview, now
+		if err := tx.UpdateDispute(ctx, cur); err != nil {
+			return err
+		}
+		if err := a.disputeEvent(ctx, tx, cur, EventDisputeResponded, ""); err != nil {
+			return err
+		}
+		out = cur
+		return RunCommitHook(ctx, tx, cur)
+	})
+	return out, err
+}
+
+// DecideDispute is the operator's decision. won: the reservation is
+// released (what was owed is settled first) and the payment returns to
+// success; lost: the reserved amount goes back to the provider and the
+// payment stays disputed. It returns not_found and validation_error for a
+// closed dispute or another outcome.
+func (a *App) DecideDispute(ctx context.Context, id string, outcome DisputeStatus, why string) (*Dispute, error) {
+	if outcome != DisputeWon && outcome != DisputeLost {
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"outcome": {"must be won or lost"}}}
+	}
+	var out *Dispute
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		d, err := a.closeDispute(ctx, tx, id, outcome)
+		out = d
+		return err
+	})
+	return out, err
+}
+
+func (a *App) closeDispute(ctx context.Context, tx Tx, id string, outcome DisputeStatus) (*Dispute, error) {
+	d, err := tx.DisputeForUpdate(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if d.Status != DisputeNeedsResponse && d.Status != DisputeUnderReview {
+		return nil, &Error{Code: EValidation, Message: fmt.Sprintf("The dispute is already %s.", d.Status),
+			Fields: ValidationErrors{"status": {fmt.Sprintf("is %s: the dispute is closed", d.Status)}}}
+	}
+	pay, err := tx.TransactionForUpdate(ctx, d.TransactionID)
+	if err != nil {
+		return nil, err
+	}
+	cur, mode := string(d.LedgerAmount.Currency), string(d.Mode)
+	reserved := ledger.Posting{Account: account(d.Mode, d.MerchantID, ledger.Reserved), Currency: cur, Amount: -d.LedgerAmount.Minor}
+	now := a.now()
+	var ev string
+	switch outcome {
+	case DisputeWon:
+		postings := []ledger.Posting{reserved}
+		if d.Shortfall > 0 {
+			postings = append(postings, ledger.Posting{Account: account(d.Mode, d.MerchantID, chargebackDebtBucket), Currency: cur, Amount: d.Shortfall})
+		}
+		if back := d.LedgerAmount.Minor - d.Shortfall; back > 0 {
+			postings = append(postings, ledger.Posting{Account: account(d.Mode, d.MerchantID, ledger.Available), Currency: cur, Amount: back})
+		}
+		if err := a.post(ctx, tx, d.Mode, d.MerchantID, "dispute.won", "dispute", d.ID, postings); err != nil {
+			return nil, err
+		}
+		pay.Status = StatusSuccess
+		ev = EventDisputeWon
+	case DisputeLost:
+		postings := []ledger.Posting{reserved, {Account: ledger.Provider(mode, pay.Provider, ledger.Clearing), Currency: cur, Amount: d.LedgerAmount.Minor}}
+		if err := a.post(ctx, tx, d.Mode, d.MerchantID, "dispute.lost", "dispute", d.ID, postings); err != nil {
+			return nil, err
+		}
+		ev = EventDisputeLost
+	}
+	pay.UpdatedAt = now
+	if err := tx.UpdateTransaction(ctx, pay); err != nil {
+		return nil, err
+	}
+	d.Status, d.ClosedAt, d.UpdatedAt = outcome, &now, now
+	if err := tx.UpdateDispute(ctx, d); err != nil {
+		return nil, err
+	}
+	return d, a.disputeEvent(ctx, tx, d, ev, pay.CallbackURL)
+}
+
+// ExpireDisputes loses the disputes whose response window passed without
+// a response; it returns how many.
+func (a *App) ExpireDisputes(ctx context.Context, limit int) (int, error) {
+	due, err := a.Store.DueDisputes(ctx, a.now(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("due disputes: %w", err)
+	}
+	n := 0
+	for _, d := range due {
+		err := a.Store.Update(ctx, func(tx Tx) error {
+			cur, err := tx.DisputeForUpdate(ctx, d.ID)
+			if err != nil || cur.Status != DisputeNeedsResponse || cur.DueBy.After(a.now()) {
+				return err
+			}
+			_, err = a.closeDispute(ctx, tx, d.ID, DisputeLost)
+			if err == nil {
+				n++
+			}
+			return err
+		})
+		if err != nil {
+			return n, fmt.Errorf("expire dispute %s: %w", d.ID, err)
+		}
+	}
+	return n, nil
+}
+
+// Dispute returns one of the merchant's disputes by id or reference;
+// not_found or livemode_mismatch.
+func (a *App) Dispute(ctx context.Context, p *Principal, key string) (*Dispute, error) {
+	d, err := a.Store.Dispute(ctx, p.Merchant.ID, key)
+	if err != nil {
+		return nil, err
+	}
+	if d.Mode != p.Mode() {
+		return nil, E(ELivemodeMismatch)
+	}
+	return d, nil
+}
+
+// Disputes lists the merchant's disputes in the key's mode.
+func (a *App) Disputes(ctx context.Context, p *Principal, status DisputeStatus, page PageRequest) ([]*Dispute, Pagination, error) {
+	list, total, err := a.Store.Disputes(ctx, p.Merchant.ID, p.Mode(), status, page)
+	if err != nil {
+		return nil, Pagination{}, fmt.Errorf("list disputes: %w", err)
+	}
+	return list, NewPagination(page, total), nil
+}

@@ -1,0 +1,412 @@
+package xaalis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Subscription events (named in docs/subscriptions.md).
+const (
+	EventSubscriptionCreated          = "subscription.created"
+	EventSubscriptionPaymentRequested = "subscription.payment_requested"
+	EventSubscriptionPaymentSucceeded = "subscription.payment_succeeded"
+	EventSubscriptionPaymentFailed    = "subscription.payment_failed"
+	EventSubscriptionCancelScheduled  = "subscription.cancel_scheduled"
+	EventSubscriptionCancelled        = "subscription.cancelled"
+	EventSubscriptionExpired          = "subscription.expired"
+)
+
+// Subscription retries: a period's payment that fails is asked again a day
+// later, up to SubscriptionMaxAttempts payments a period; then the
+// subscription expires.
+const (
+	SubscriptionMaxAttempts = 3
+	SubscriptionRetryDelay  = 24 * time.Hour
+)
+
+// MarshalJSON renders the subscription record.
+func (s *Subscription) MarshalJSON() ([]byte, error) {
+	md := s.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	var next *string
+	if s.Status == SubscriptionActive {
+		next = tsPtr(&s.NextActionAt)
+	}
+	return json.Marshal(struct {
+		ID                 string             `json:"id"`
+		Object             string             `json:"object"`
+		PlanID             string             `json:"plan_id"`
+		CustomerID         string             `json:"customer_id"`
+		Status             SubscriptionStatus `json:"status"`
+		Provider           *string            `json:"provider"`
+		CancelAtPeriodEnd  bool               `json:"cancel_at_period_end"`
+		CurrentPeriodStart string             `json:"current_period_start"`
+		CurrentPeriodEnd   string             `json:"current_period_end"`
+		NextPaymentAt      *string            `json:"next_payment_at"`
+		FailedAttempts     int                `json:"failed_attempts"`
+		LatestPaymentID    *string            `json:"latest_payment_id"`
+		CancelledAt        *string            `json:"cancelled_at"`
+		Metadata           map[string]string  `json:"metadata"`
+		Livemode           bool               `json:"livemode"`
+		CreatedAt          string             `json:"created_at"`
+		UpdatedAt          string             `json:"updated_at"`
+	}{s.ID, "subscription", s.PlanID, s.CustomerID, s.Status, strPtr(s.Provider), s.CancelAtPeriodEnd,
+		Timestamp(s.CurrentPeriodStart), Timestamp(s.CurrentPeriodEnd), next, s.FailedAttempts, strPtr(s.LatestPaymentID),
+		tsPtr(s.CancelledAt), md, s.Mode.Live(), Timestamp(s.CreatedAt), Timestamp(s.UpdatedAt)})
+}
+
+// SubscriptionInput is the body of POST /v1/subscriptions.
+type SubscriptionInput struct {
+	PlanID     *string           `json:"plan_id"`
+	CustomerID *string           `json:"customer_id"`
+	Provider   *string           `json:"provider"`
+	Metadata   map[string]string `json:"metadata"`
+}
+
+// periodEnd adds a plan's period to t.
+func periodEnd(t time.Time, p *Plan) time.Time {
+	n := p.IntervalCount
+	switch p.Interval {
+	case IntervalDay:
+		return t.AddDate(0, 0, n)
+	case IntervalWeek:
+		return t.AddDate(0, 0, 7*n)
+	case IntervalYear:
+		return t.AddDate(n, 0, 0)
+	}
+	return t.AddDate(0, n, 0)
+}
+
+// CreateSubscription starts a subscription and asks for its first period's
+// payment: tokenised mobile money does not exist yet, so each period the
+// customer approves a payment (a push to the phone with a provider, or a
+// hosted link without one, sent in subscription.payment_requested). It
+// returns subscription_plan_not_available (plan_id),
+// subscription_customer_mismatch (customer_id), validation_error and
+// merchant_inactive.
+func (a *App) CreateSubscription(ctx context.Context, p *Principal, in SubscriptionInput) (*Subscription, error) {
+	if err := p.Merchant.ActiveError(); err != nil {
+		return nil, err
+	}
+	v := ValidationErrors{}
+	planID, customerID, provider := "", "", ""
+	if in.PlanID == nil || strings.TrimSpace(*in.PlanID) == "" {
+		v.Add("plan_id", "is required")
+	} else {
+		planID = strings.TrimSpace(*in.PlanID)
+	}
+	if in.CustomerID == nil || strings.TrimSpace(*in.CustomerID) == "" {
+		v.Add("customer_id", "is required")
+	} else {
+		customerID = strings.TrimSpace(*in.CustomerID)
+	}
+	if in.Provider != nil && strings.TrimSpace(*in.Provider) != "" {
+		if provider = strings.TrimSpace(*in.Provider); !ValidProvider(provider) {
+			v.Add("provider", "must be channel_a, channel_b or channel_c")
+		}
+	}
+	ValidateMetadata(v, in.Metadata)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	now := a.now()
+	var s *Subscription
+	var plan *Plan
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		var err error
+		plan, err = tx.PlanByID(ctx, planID)
+		if errors.Is(err, ErrNotFound) || (err == nil && (plan.MerchantID != p.Merchant.ID || !plan.Active || plan.Mode != p.Mode())) {
+			return E(ESubscriptionPlanNotAvailable, "plan_id", planID)
+		} else if err != nil {
+			return err
+		}
+		c, err := tx.CustomerForUpdate(ctx, p.Merchant.ID, customerID)
+		if errors.Is(err, ErrNotFound) || (err == nil && c.Mode != p.Mode()) {
+			return E(ESubscriptionCustomerMismatch, "customer_id", customerID)
+		} else if err != nil {
+			return err
+		}
+		s = &Subscription{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), PlanID: plan.ID, CustomerID: c.ID,
+			Status: SubscriptionActive, Provider: provider, CurrentPeriodStart: now, CurrentPeriodEnd: periodEnd(now, plan),
+			Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now}
+		s.NextActionAt = s.CurrentPeriodEnd
+		if err := tx.InsertSubscription(ctx, s); err != nil {
+			return fmt.Errorf("insert subscription: %w", err)
+		}
+		return a.subscriptionEvent(ctx, tx, s, EventSubscriptionCreated, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.requestPeriodPayment(ctx, s.MerchantID, s.ID); err != nil {
+		return nil, err
+	}
+	out, err := a.Store.Subscription(ctx, p.Merchant.ID, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	return out, RunCommitHookStandalone(ctx, a, out)
+}
+
+// subscriptionEvent writes a subscription event; extra joins the record
+// under "payment" (the period's payment, with its payment_url).
+func (a *App) subscriptionEvent(ctx context.Context, tx Tx, s *Subscription, typ string, payment *Transaction) error {
+	rec, err := s.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	data := rec
+	if payment != nil {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(rec, &m)
+		pj, err := json.Marshal(a.decorate(payment))
+		if err != nil {
+			return err
+		}
+		m["payment"] = pj
+		if data, err = json.Marshal(m); err != nil {
+			return err
+		}
+	}
+	return a.emit(ctx, tx, &Event{ID: a.NewID(), MerchantID: s.MerchantID, Mode: s.Mode, Type: typ, ObjectType: "subscription",
+		ObjectID: s.ID, Data: data, CreatedAt: a.now()}, "")
+}
+
+// requestPeriodPayment creates the payment of a subscription's current
+// period and tells the merchant (subscription.payment_requested).
+func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) error {
+	s, err := a.Store.Subscription(ctx, merchantID, id)
+	if err != nil {
+		return err
+	}
+	m, err := a.Store.Merchant(ctx, s.MerchantID)
+	if err != nil {
+		return err
+	}
+	plan, err := a.Store.Plan(ctx, s.MerchantID, s.PlanID)
+	if err != nil {
+		return err
+	}
+	c, err := a.Store.Customer(ctx, s.MerchantID, s.CustomerID)
+	if err != nil {
+		return err
+	}
+	units := fmt.Sprint(plan.Amount.Minor / 100)
+	var n Number
+	_ = n.UnmarshalJSON([]byte(units))
+	ref := fmt.Sprintf("sub-%s-%s-%d", s.ID, s.CurrentPeriodStart.Format("20060102"), s.FailedAttempts+1)
+	cur, phone := string(plan.Amount.Currency), c.Phone
+	in := PaymentInput{MerchantRef: &ref, Amount: &n, Currency: &cur, PayerPhone: &phone,
+		SuccessURL: strPtr("https://xaalis.invalid/subscription/ok"), FailedURL: strPtr("https://xaalis.invalid/subscription/failed"),
+		Metadata: map[string]any{"subscription_id": s.ID}}
+	if s.Provider != "" {
+		in.Provider = &s.Provider
+	}
+	principal := &Principal{Merchant: m, Key: &Key{Mode: s.Mode, Type: KeySecret, Scopes: AllScopes}}
+	// The period's payment is the subscription's own: no request's answer
+	// is stored with it.
+	pay, perr := a.CreatePayment(WithCommitHook(ctx, nil), principal, in)
+	return a.Store.Update(ctx, func(tx Tx) error {
+		cur, err := tx.SubscriptionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur.UpdatedAt = a.now()
+		if perr != nil {
+			// The payment could not even be asked: count it as a failed
+			// attempt, retried later.
+			return a.subscriptionPaymentFailed(ctx, tx, cur)
+		}
+		cur.LatestPaymentID = pay.ID
+		if err := tx.UpdateSubscription(ctx, cur); err != nil {
+			return err
+		}
+		return a.subscriptionEvent(ctx, tx, cur, EventSubscriptionPaymentRequested, pay)
+	})
+}
+
+// onSubscriptionPayment follows a period payment's outcome, inside the
+// payment's transaction.
+func (a *App) onSubscriptionPayment(ctx context.Context, tx Tx, t *Transaction, to Status) error {
+	id := t.Metadata["subscription_id"]
+	if id == "" || t.Type != TypePayment {
+		return nil
+	}
+	s, err := tx.SubscriptionForUpdate(ctx, id)
+	if err != nil || s.Status != SubscriptionActive || s.LatestPaymentID != t.ID {
+		return err
+	}
+	s.UpdatedAt = a.now()
+	switch to {
+	case StatusSuccess:
+		s.FailedAttempts = 0
+		s.NextActionAt = s.CurrentPeriodEnd
+		if err := tx.UpdateSubscription(ctx, s); err != nil {
+			return err
+		}
+		return a.subscriptionEvent(ctx, tx, s, EventSubscriptionPaymentSucceeded, t)
+	case StatusFailed, StatusCancelled, StatusExpired:
+		return a.subscriptionPaymentFailed(ctx, tx, s)
+	}
+	return nil
+}
+
+func (a *App) subscriptionPaymentFailed(ctx context.Context, tx Tx, s *Subscription) error {
+	s.FailedAttempts++
+	if s.FailedAttempts >= SubscriptionMaxAttempts {
+		s.Status = SubscriptionExpired
+		if err := tx.UpdateSubscription(ctx, s); err != nil {
+			return err
+		}
+		return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
+	}
+	s.NextActionAt = a.now().Add(SubscriptionRetryDelay)
+	if err := tx.UpdateSubscription(ctx, s); err != nil {
+		return err
+	}
+	return a.subscriptionEvent(ctx, tx, s, EventSubscriptionPaymentFailed, nil)
+}
+
+// RenewDue moves due subscriptions on: a period that ended starts the next
+// one (or ends the subscription when cancel_at_period_end), and a failed
+// period payment is asked again. It returns how many it handled.
+func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
+	now := a.now()
+	due, err := a.Store.DueSubscriptions(ctx, now, limit)
+	if err != nil {
+		return 0, fmt.Errorf("due subscriptions: %w", err)
+	}
+	n := 0
+	for _, d := range due {
+		ask := false
+		err := a.Store.Update(ctx, func(tx Tx) error {
+			s, err := tx.SubscriptionForUpdate(ctx, d.ID)
+			if err != nil || s.Status != SubscriptionActive || s.NextActionAt.After(now) {
+				return err
+			}
+			s.UpdatedAt = now
+			if !now.Before(s.CurrentPeriodEnd) {
+				if s.CancelAtPeriodEnd {
+					s.Status, s.CancelledAt = SubscriptionCancelled, &now
+					if err := tx.UpdateSubscription(ctx, s); err != nil {
+						return err
+					}
+					return a.subscriptionEvent(ctx, tx, s, EventSubscriptionCancelled, nil)
+				}
+				plan, err := tx.PlanByID(ctx, s.PlanID)
+				if err != nil {
+					return err
+				}
+				s.CurrentPeriodStart, s.CurrentPeriodEnd, s.FailedAttempts = s.CurrentPeriodEnd, periodEnd(s.CurrentPeriodEnd, plan), 0
+			}
+			s.NextActionAt = s.CurrentPeriodEnd
+			ask = true
+			return tx.UpdateSubscription(ctx, s)
+		})
+		if err != nil {
+			return n, err
+		}
+		if ask {
+			if err := a.requestPeriodPayment(ctx, d.MerchantID, d.ID); err != nil {
+				return n, err
+			}
+		}
+		n++
+	}
+	return n, nil
+}
+
+// CancelSubscription ends a subscription at once, or at the end of the
+// current period (atPeriodEnd). It returns subscription_already_in_status
+// (status) for a cancelled or expired one, not_found, livemode_mismatch.
+func (a *App) CancelSubscription(ctx context.Context, p *Principal, id string, atPeriodEnd bool) (*Subscription, error) {
+	var out *Subscription
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		s, err := tx.SubscriptionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if s.MerchantID != p.Merchant.ID {
+			return ErrNotFound
+		}
+		if s.Mode != p.Mode() {
+			return E(ELivemodeMismatch)
+		}
+		if s.Status == SubscriptionCancelled || s.Status == SubscriptionExpired {
+			return E(ESubscriptionAlreadyInStatus, "status", string(s.Status))
+		}
+		now := a.now()
+		s.UpdatedAt = now
+		if atPeriodEnd {
+			if !s.CancelAtPeriodEnd {
+				s.CancelAtPeriodEnd = true
+				if err := tx.UpdateSubscription(ctx, s); err != nil {
+					return err
+				}
+				if err := a.subscriptionEvent(ctx, tx, s, EventSubscriptionCancelScheduled, nil); err != nil {
+					return err
+				}
+			}
+		} else {
+			s.Status, s.CancelledAt = SubscriptionCancelled, &now
+			if err := tx.UpdateSubscription(ctx, s); err != nil {
+				return err
+			}
+			if err := a.subscriptionEvent(ctx, tx, s, EventSubscriptionCancelled, nil); err != nil {
+				return err
+			}
+		}
+		out = s
+		return RunCommitHook(ctx, tx, s)
+	})
+	return out, err
+}
+
+// Subscription returns one of the merchant's subscriptions.
+func (a *App) Subscription(ctx context.Context, p *Principal, id string) (*Subscription, error) {
+	s, err := a.Store.Subscription(ctx, p.Merchant.ID, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.Mode != p.Mode() {
+		return nil, E(ELivemodeMismatch)
+	}
+	return s, nil
+}
+
+// Subscriptions lists the merchant's subscriptions in the key's mode.
+func (a *App) Subscriptions(ctx context.Context, p *Principal, status SubscriptionStatus, page PageRequest) ([]*Subscription, Pagination, error) {
+	list, total, err := a.Store.Subscriptions(ctx, p.Merchant.ID, p.Mode(), status, page)
+	if err != nil {
+		return nil, Pagination{}, fmt.Errorf("list subscriptions: %w", err)
+	}
+	return list, NewPagination(page, total), nil
+}
+
+// Customers lists the merchant's customers in the key's mode.
+func (a *App) Customers(ctx context.Context, p *Principal, page PageRequest) ([]*Customer, Pagination, error) {
+	list, total, err := a.Store.Customers(ctx, CustomerFilter{MerchantID: p.Merchant.ID, Mode: p.Mode()}, page)
+	if err != nil {
+		return nil, Pagination{}, fmt.Errorf("list customers: %w", err)
+	}
+	return list, NewPagination(page, total), nil
+}
+
+// Customer returns one of the merchant's customers; not_found or
+// livemode_mismatch.
+func (a *App) Customer(ctx context.Context, p *Principal, id string) (*Customer, error) {
+	c, err := a.Store.Customer(ctx, p.Merchant.ID, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Mode != p.Mode() {
+		return nil, E(ELivemodeMismatch)
+	}
+	return c, nil
+}
