@@ -31,8 +31,9 @@ func operatorDo(t *testing.T, admin *httptest.Server, token, method, path, body 
 }
 
 type disputeRecord struct {
-	ID, Reference, Status, Amount, TransactionID string
-	Evidence                                     []string
+	ID, Reference, Status, Amount string
+	TransactionID                 string `json:"transaction_id"`
+	Evidence                      []string
 }
 
 func TestDisputes(t *testing.T) {
