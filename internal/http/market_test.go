@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/provider"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -459,4 +461,38 @@ func TestSubscriptions(t *testing.T) {
 		})
 		e.ledgerOK(t)
 	})
+}
+
+// TestSplitsAcrossProcesses: concurrent split requests on one payment
+// through two servers sharing one PostgreSQL database are serialised.
+func TestSplitsAcrossProcesses(t *testing.T) {
+	url := pgtest.URL(t)
+	big := func(c *xhttp.Config, _ *xaalis.App) { c.RateLimit, c.RateBurst = 10000, 10000 }
+	e1 := newEnv(t, openPostgresURL(t, url), big)
+	e2 := newEnv(t, openPostgresURL(t, url), big)
+	_, keys := e1.merchant()
+	bID, _ := e1.merchant()
+	_, p := e1.pay(t, keys.SecretTest, "x-split", `"amount":10000,"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+	var ok, over atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := []*env{e1, e2}[i%2].do(call{method: "POST", path: "/v1/payments/" + p.ID + "/splits", key: keys.SecretTest,
+				idem: fmt.Sprint("xs-", i), body: fmt.Sprintf(`{"items":[{"beneficiary_merchant_id":"%s","amount":1000}]}`, bID)})
+			switch {
+			case r.status == 201:
+				ok.Add(1)
+			case r.err.Code == xaalis.ESplitsExceedTransactionAmount:
+				over.Add(1)
+			default:
+				t.Errorf("%d %s", r.status, r.body)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 10 || over.Load() != 10 {
+		t.Fatalf("%d splits accepted, %d refused; want 10 and 10", ok.Load(), over.Load())
+	}
 }
