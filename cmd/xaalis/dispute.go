@@ -25,7 +25,7 @@ func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) stri
 		return usagef("dispute open: --transaction is required")
 	}
 	return withApp(ctx, *db, func(app *xaalis.App) error {
-		d, err := app.OpenDispute(ctx, xaalis.DisputeOpen{TransactionID: *tx, Amount: *amount, Reason: *reason})
+		d, err := app.OpenDispute(ctx, xaalis.DisputeOpen{TransactionID: *tx, Amount: *amount * 100, Reason: *reason})
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payment %s not found", *tx)
 		} else if err != nil {

@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -164,22 +163,26 @@ func (s *Server) handleCustomerGet(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) handleDisputeOpen(w http.ResponseWriter, r *http.Request) {
 	var in struct {
-		TransactionID string `json:"transaction_id"`
-		Amount        string `json:"amount"`
-		Reason        string `json:"reason"`
+		TransactionID string         `json:"transaction_id"`
+		Amount        *xaalis.Number `json:"amount"`
+		Reason        string         `json:"reason"`
 	}
 	if err := decode(r, &in); err != nil {
 		Error(w, r, err)
 		return
 	}
 	var amount int64
-	if in.Amount != "" {
-		n, err := strconv.ParseInt(in.Amount, 10, 64)
+	if in.Amount != nil {
+		v := xaalis.ValidationErrors{}
+		a, err := xaalis.WholeUnits(v, "amount", in.Amount, xaalis.XOF)
+		if err == nil {
+			err = v.Err()
+		}
 		if err != nil {
-			Error(w, r, &xaalis.Error{Code: xaalis.EValidation, Fields: map[string][]string{"amount": {"must be whole units"}}})
+			Error(w, r, err)
 			return
 		}
-		amount = n
+		amount = a.Minor
 	}
 	d, err := a.App.OpenDispute(r.Context(), xaalis.DisputeOpen{TransactionID: in.TransactionID, Amount: amount, Reason: in.Reason})
 	if err != nil {

@@ -163,10 +163,23 @@ func TestDisputes(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKOperatorAmount", func(t *testing.T) {
+			_, p4 := e.pay(t, keys.SecretTest, "d-4", `"amount":3000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p4.ID+`","amount":500}`)
+			if st != 201 || out["data"].(map[string]any)["amount"] != "500.00" {
+				t.Fatalf("open with an amount: %d %v", st, out)
+			}
+			if st, _ := operatorDo(t, admin, token, "POST", "/admin/v1/disputes/"+out["data"].(map[string]any)["id"].(string)+"/decide", `{"outcome":"won"}`); st != 200 {
+				t.Fatal("decide")
+			}
+			if st, _ := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p4.ID+`","amount":5000}`); st != 422 {
+				t.Fatalf("more than the payment: %d", st)
+			}
+		})
 		t.Run("OKProviderReported", func(t *testing.T) {
 			_, p3 := e.pay(t, keys.SecretTest, "d-3", `"amount":3000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
 			n := xaalis.Notification{EventID: "prov-dsp-1", Provider: "channel_a", ProviderRef: providerRef(t, e, p3.ID),
-				Dispute: &xaalis.DisputeNotice{Amount: xaalis.Units(1000, xaalis.XOF), Reason: "fraud"}}
+				Dispute: &xaalis.DisputeNotice{Amount: xaalis.Amount{Minor: 100050, Currency: xaalis.XOF}, Reason: "fraud"}}
 			if dup, err := e.app.ApplyNotification(context.Background(), xaalis.ModeTest, n); err != nil || dup {
 				t.Fatalf("notification: %v %v", dup, err)
 			}
@@ -175,7 +188,7 @@ func TestDisputes(t *testing.T) {
 			}
 			var list []disputeRecord
 			e.do(call{method: "GET", path: "/v1/disputes?status=needs_response", key: keys.SecretTest}).data(t, &list)
-			if len(list) != 1 || list[0].Amount != "1000.00" || list[0].TransactionID != p3.ID {
+			if len(list) != 1 || list[0].Amount != "1000.50" || list[0].TransactionID != p3.ID {
 				t.Fatalf("provider dispute: %+v", list)
 			}
 			e.ledgerOK(t)
@@ -198,7 +211,8 @@ func TestDisputeShortfall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bal := e.balance(t, keys.SecretTest); bal.Available != 0 || bal.Reserved != 10000 {
+		// 810 held from available, 9 190 owed meanwhile.
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 0 || bal.Reserved != 10000 || bal.Accounting != 810 {
 			t.Fatalf("held: %+v", bal)
 		}
 		e.ledgerOK(t)

@@ -19,8 +19,9 @@ type Balance struct {
 	Pending Amount
 	// Reserved: payout reservations, payout requests and chargebacks.
 	Reserved Amount
-	// Accounting: all the merchant's money Xaalis holds, available and
-	// reserved together.
+	// Accounting: all the merchant's money Xaalis holds: available and
+	// reserved together, less what the merchant owes on disputes that
+	// available could not cover.
 	Accounting  Amount
 	LastUpdated time.Time
 	Mode        Mode
@@ -47,7 +48,8 @@ func (a *App) Balance(ctx context.Context, p *Principal) (*Balance, error) {
 	m := p.Merchant
 	cur := m.SettlementCurrency
 	avail, pend, res := account(p.Mode(), m.ID, ledger.Available), account(p.Mode(), m.ID, ledger.Pending), account(p.Mode(), m.ID, ledger.Reserved)
-	got, last, err := a.Store.Balances(ctx, []string{avail, pend, res}, cur)
+	debt := account(p.Mode(), m.ID, chargebackDebtBucket)
+	got, last, err := a.Store.Balances(ctx, []string{avail, pend, res, debt}, cur)
 	if err != nil {
 		return nil, fmt.Errorf("read balances: %w", err)
 	}
@@ -56,7 +58,7 @@ func (a *App) Balance(ctx context.Context, p *Principal) (*Balance, error) {
 	}
 	b := &Balance{
 		Available: Amount{Minor: got[avail], Currency: cur}, Pending: Amount{Minor: got[pend], Currency: cur},
-		Reserved: Amount{Minor: got[res], Currency: cur}, Accounting: Amount{Minor: got[avail] + got[res], Currency: cur},
+		Reserved: Amount{Minor: got[res], Currency: cur}, Accounting: Amount{Minor: got[avail] + got[res] + got[debt], Currency: cur},
 		LastUpdated: last, Mode: p.Mode(),
 	}
 	return b, nil

@@ -65,8 +65,8 @@ func (d *Dispute) MarshalJSON() ([]byte, error) {
 // notification.
 type DisputeOpen struct {
 	TransactionID string
-	// Amount in whole units of the payment's currency; 0 is all that was
-	// not refunded.
+	// Amount in minor units of the payment's currency (hundredths); 0 is
+	// all that was not refunded.
 	Amount int64
 	Reason string
 	// ProviderEventID is the provider's notification id, when a provider
@@ -114,11 +114,11 @@ func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute,
 	left := pay.Amount.Minor - refunded
 	amount := Amount{Minor: left, Currency: pay.Amount.Currency}
 	if in.Amount != 0 {
-		if in.Amount < 0 || in.Amount*100 > left {
+		if in.Amount < 0 || in.Amount > left {
 			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"amount": {
-				fmt.Sprintf("must be between 1 and the %s not refunded", Amount{Minor: left, Currency: pay.Amount.Currency}.Decimal())}}}
+				fmt.Sprintf("must be positive and at most the %s not refunded", Amount{Minor: left, Currency: pay.Amount.Currency}.Decimal())}}}
 		}
-		amount.Minor = in.Amount * 100
+		amount.Minor = in.Amount
 	}
 	led := pay.LedgerAmount()
 	if pay.SettlementAmount != nil {

@@ -761,7 +761,7 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 				duplicate = true
 				return nil
 			}
-			_, err := a.openDispute(ctx, tx, DisputeOpen{TransactionID: t.ID, Amount: n.Dispute.Amount.Minor / 100,
+			_, err := a.openDispute(ctx, tx, DisputeOpen{TransactionID: t.ID, Amount: n.Dispute.Amount.Minor,
 				Reason: n.Dispute.Reason, ProviderEventID: n.EventID})
 			return err
 		}

@@ -15,7 +15,9 @@ var EventTypes = []string{
 	EventPayoutSuccess, EventPayoutFailed, EventPayoutCancelled,
 	EventPRSubmitted, EventPRApproved, EventPRRejected, EventPRCompleted, EventPRFailed,
 	EventRefundSuccess, EventRefundFailed, EventPaymentRefunded, EventPaymentPartiallyRefunded,
-	"dispute.opened", "dispute.responded", "dispute.won", "dispute.lost",
+	EventDisputeOpened, EventDisputeResponded, EventDisputeWon, EventDisputeLost,
+	EventSubscriptionCreated, EventSubscriptionPaymentRequested, EventSubscriptionPaymentSucceeded,
+	EventSubscriptionPaymentFailed, EventSubscriptionCancelScheduled, EventSubscriptionCancelled, EventSubscriptionExpired,
 	EventWebhookTest,
 }
 
