@@ -163,6 +163,26 @@ func TestLivePayments(t *testing.T) {
 				t.Fatalf("after reconciliation: %s", st)
 			}
 		})
+		t.Run("OKDisputeFromProvider", func(t *testing.T) {
+			_, p := e.pay(t, keys.SecretLive, "live-dsp", `"provider":"channel_b","amount":7000,"payer":{"phone":"+221771234573"}`)
+			ref := providerRef(t, e, p.ID)
+			if d, err := emu.PayerAct(ref, xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+				t.Fatalf("payer: %+v %v", d, err)
+			}
+			d, err := emu.OpenDispute(ref, 0, "payer says not received")
+			if err != nil || !d.Sent || d.Status != 200 {
+				t.Fatalf("the provider's dispute notification: %+v %v", d, err)
+			}
+			var list []disputeRecord
+			e.do(call{method: "GET", path: "/v1/disputes?status=needs_response", key: keys.SecretLive}).want(t, 200, "").data(t, &list)
+			if len(list) != 1 || list[0].TransactionID != p.ID || list[0].Amount != "7000.00" {
+				t.Fatalf("disputes: %+v", list)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "disputed" {
+				t.Fatalf("payment %s", st)
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("OKSubMerchant", func(t *testing.T) {
 			for _, c := range []struct{ provider, want string }{{"channel_a", "sub-42"}, {"channel_b", ""}} {
 				_, p := e.pay(t, keys.SecretLive, "sub-"+c.provider, `"provider":"`+c.provider+`","payer":{"phone":"+221771234572"},"metadata":{"aggregated_merchant_id":"sub-42"}`)
