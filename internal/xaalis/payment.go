@@ -600,11 +600,17 @@ func (a *App) LookupTransaction(ctx context.Context, p *Principal, key string) (
 // Payment returns a payment by id or lookup key; transactions of another
 // type are not_found here.
 func (a *App) Payment(ctx context.Context, p *Principal, key string) (*Transaction, error) {
+	return a.lookupOfType(ctx, p, key, TypePayment)
+}
+
+// lookupOfType finds a transaction of one type by id or lookup key; one of
+// another type is not_found.
+func (a *App) lookupOfType(ctx context.Context, p *Principal, key string, typ TxType) (*Transaction, error) {
 	t, err := a.LookupTransaction(ctx, p, key)
 	if err != nil {
 		return nil, err
 	}
-	if t.Type != TypePayment {
+	if t.Type != typ {
 		return nil, ErrNotFound
 	}
 	return t, nil

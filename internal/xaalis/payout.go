@@ -319,14 +319,7 @@ func (a *App) Payouts(ctx context.Context, p *Principal, f TxFilter, page PageRe
 
 // Payout returns a payout by id, reference or merchant_ref.
 func (a *App) Payout(ctx context.Context, p *Principal, key string) (*Transaction, error) {
-	t, err := a.LookupTransaction(ctx, p, key)
-	if err != nil {
-		return nil, err
-	}
-	if t.Type != TypePayout {
-		return nil, ErrNotFound
-	}
-	return t, nil
+	return a.lookupOfType(ctx, p, key, TypePayout)
 }
 
 // DispatchDue sends or asks again about payouts and refunds whose provider

@@ -320,12 +320,5 @@ func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, 
 
 // Refund returns a refund by id or reference.
 func (a *App) Refund(ctx context.Context, p *Principal, key string) (*Transaction, error) {
-	t, err := a.LookupTransaction(ctx, p, key)
-	if err != nil {
-		return nil, err
-	}
-	if t.Type != TypeRefund {
-		return nil, ErrNotFound
-	}
-	return t, nil
+	return a.lookupOfType(ctx, p, key, TypeRefund)
 }
