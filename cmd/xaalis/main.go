@@ -55,6 +55,7 @@ Commands:
   payout-request approve|reject|complete|fail ID   move a payout request (operator)
   payment mark-refunded ID   mark a payment refunded by hand (providers without refunds)
   ledger check           compare every balance with its postings (exit 1 on a difference)
+  bench                  load-test the API on loopback against the machine's floor (BENCHMARKS.md)
   dispute open --transaction ID [--amount N] [--reason TEXT]   open a dispute (operator)
   dispute decide ID --outcome won|lost                          close a dispute (operator)
 
@@ -75,6 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdMigrate(ctx, args[1:], getenv, stdout, stderr)
 	case "provider-emulator":
 		return cmdProviderEmulator(ctx, args[1:], getenv, stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, args[1:], getenv, stdout, stderr)
 	case "merchant":
 		if len(args) < 2 {
 			return usagef("merchant: expected create or update")

@@ -219,7 +219,7 @@ func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error)
 		c.add("provider = $%d", q.Provider)
 	}
 	if q.PayerPhone != "" {
-		c.add("payer_phone = $%d", q.PayerPhone)
+		c.add("payer_phone = $%d AND payer_phone <> ''", q.PayerPhone)
 	}
 	var sum int64
 	// sum(bigint) is numeric: cast it back.

@@ -196,7 +196,7 @@ func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error)
 		where, args = append(where, "provider = ?"), append(args, q.Provider)
 	}
 	if q.PayerPhone != "" {
-		where, args = append(where, "payer_phone = ?"), append(args, q.PayerPhone)
+		where, args = append(where, "payer_phone = ? AND payer_phone <> ''"), append(args, q.PayerPhone)
 	}
 	var sum int64
 	err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(limit_amount), 0) FROM transactions WHERE `+

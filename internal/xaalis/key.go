@@ -124,15 +124,17 @@ func ClaimsTestMode(secret string) bool {
 // RandomString returns n characters of base62 from crypto/rand.
 func RandomString(n int, alphabet string) string {
 	b := make([]byte, n)
-	// Rejection sampling keeps every character equally likely.
-	limit := byte(256 - 256%len(alphabet))
+	// Rejection sampling keeps every character equally likely. The limit
+	// is an int: for an alphabet whose size divides 256 it is 256, which a
+	// byte cannot hold.
+	limit := 256 - 256%len(alphabet)
 	buf := make([]byte, n+16)
 	for i := 0; i < n; {
 		if _, err := rand.Read(buf); err != nil {
 			panic("xaalis: crypto/rand: " + err.Error())
 		}
 		for _, c := range buf {
-			if c >= limit {
+			if int(c) >= limit {
 				continue
 			}
 			b[i] = alphabet[int(c)%len(alphabet)]

@@ -267,3 +267,17 @@ func FuzzParsePrefixes(f *testing.F) {
 		}
 	})
 }
+
+func TestRandomString(t *testing.T) {
+	for _, alphabet := range []string{"ab", "0123456789abcdef", "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "xyz"} {
+		s := xaalis.RandomString(64, alphabet)
+		if len(s) != 64 {
+			t.Fatalf("%q: length %d", alphabet, len(s))
+		}
+		for _, c := range s {
+			if !strings.ContainsRune(alphabet, c) {
+				t.Fatalf("%q: %q outside the alphabet", alphabet, c)
+			}
+		}
+	}
+}

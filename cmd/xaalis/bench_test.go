@@ -1,0 +1,123 @@
+package main
+
+// Tests of `xaalis bench`: short runs complete, measure something and
+// leave a consistent ledger; targets off loopback are refused. They check
+// that the tool works, never how fast anything is.
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xaalis/xaalis/internal/bench"
+)
+
+// benchRun runs `xaalis bench --json` with args and decodes its report.
+func benchRun(t *testing.T, args ...string) *bench.Report {
+	t.Helper()
+	out, errOut, err := cli(t, noEnv, append([]string{"bench", "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("xaalis bench %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errOut)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bench output is not a JSON report: %v\n%s", err, out)
+	}
+	return &rep
+}
+
+func wantMeasured(t *testing.T, r *bench.Result) {
+	t.Helper()
+	if r.Requests <= 0 || r.OK <= 0 || r.Throughput <= 0 {
+		t.Errorf("%s: requests %d, ok %d, throughput %.1f: want all > 0", r.Scenario, r.Requests, r.OK, r.Throughput)
+	}
+	if l := r.Latency; l.P50 <= 0 || l.P90 < l.P50 || l.P99 < l.P90 || l.P999 < l.P99 || l.Max < l.P999 {
+		t.Errorf("%s: latency percentiles %+v: want 0 < p50 ≤ p90 ≤ p99 ≤ p99.9 ≤ max", r.Scenario, l)
+	}
+	if r.OK != r.Requests {
+		t.Errorf("%s: %d of %d requests failed: %v", r.Scenario, r.Requests-r.OK, r.Requests, r.Errors)
+	}
+}
+
+func TestBenchShortRun(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "bench.db")
+	rep := benchRun(t, "--scenario", "create-payment,status,payout", "--database-url", db,
+		"--duration", "500ms", "--warmup", "100ms", "--concurrency", "4", "--seed", "40")
+
+	if rep.Backend != "sqlite" || rep.DB.Settings["synchronous"] != "2 (FULL)" {
+		t.Errorf("backend %q, settings %v: want sqlite with synchronous FULL", rep.Backend, rep.DB.Settings)
+	}
+	want := []string{bench.FloorHTTP, bench.FloorDB, bench.CreatePayment, bench.Status, bench.Payout}
+	for _, name := range want {
+		r := rep.Find(name)
+		if r == nil {
+			t.Fatalf("no result for %s in %+v", name, rep.Results)
+		}
+		wantMeasured(t, r)
+		if !bench.IsFloor(name) && (r.RatioHTTP == nil || *r.RatioHTTP <= 0 || r.RatioDB == nil || *r.RatioDB <= 0) {
+			t.Errorf("%s: ratios to the floors missing: %v %v", name, r.RatioHTTP, r.RatioDB)
+		}
+	}
+	// The target check drives create-payment open loop once more.
+	if rep.Target == nil || rep.Target.Explanation == "" || len(rep.Results) != len(want)+1 {
+		t.Errorf("target check missing: %+v, %d results", rep.Target, len(rep.Results))
+	}
+	if !rep.Ledger.Ran || rep.Ledger.Problems != 0 {
+		t.Errorf("ledger check %+v: want run, 0 problems", rep.Ledger)
+	}
+}
+
+// TestBenchWebhookDrain is not parallel: the in-process dispatcher runs on
+// a shortened webhook.Schedule for its duration.
+func TestBenchWebhookDrain(t *testing.T) {
+	rep := benchRun(t, "--scenario", "webhook-drain", "--floors=false", "--duration", "500ms", "--warmup", "0s",
+		"--drain-rate", "40", "--dispatch-interval", "100ms", "--drain-timeout", "30s")
+	r := rep.Find(bench.WebhookDrain)
+	if r == nil {
+		t.Fatalf("no webhook-drain result: %+v", rep.Results)
+	}
+	if r.OK <= 0 || r.Latency.P50 <= 0 || r.LatencyOf == "" {
+		t.Errorf("webhook-drain: ok %d, lag %+v (%q): want events produced and a lag", r.OK, r.Latency, r.LatencyOf)
+	}
+	if n, _ := r.Extra["events_acknowledged"].(float64); n <= 0 {
+		t.Errorf("no event acknowledged: %v", r.Extra)
+	}
+	if n, _ := r.Extra["bad_signatures"].(float64); n != 0 {
+		t.Errorf("%v deliveries failed signature verification", n)
+	}
+	if !rep.Ledger.Ran || rep.Ledger.Problems != 0 {
+		t.Errorf("ledger check %+v: want run, 0 problems", rep.Ledger)
+	}
+}
+
+func TestBenchRefusesNonLoopbackTarget(t *testing.T) {
+	t.Parallel()
+	for _, target := range []string{
+		"http://10.0.0.1:8080", "http://192.168.1.10", "https://example.com", "http://[::ffff:10.0.0.1]:80",
+		"http://0.0.0.0:8080", "http://127.0.0.1.example.com", "ftp://127.0.0.1", "127.0.0.1:8080",
+	} {
+		out, _, err := cli(t, noEnv, "bench", "--target", target, "--api-key", "sk_test_x", "--duration", "100ms")
+		wantErr(t, true, out, err)
+		if err != nil && !strings.Contains(err.Error(), "target") {
+			t.Errorf("--target %s: error %q does not name the target", target, err)
+		}
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--scenario", "nope"},
+		{"--concurrency", "0"},
+		{"--duration", "0s"},
+		{"--target", "http://127.0.0.1:1"}, // neither --database-url nor --api-key
+		{"--fresh-schema"},                 // not postgres
+		{"--json", "--markdown"},
+		{"--limits", "maybe"},
+	} {
+		out, _, err := cli(t, noEnv, append([]string{"bench"}, args...)...)
+		wantErr(t, true, out, err)
+	}
+}

@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+func TestLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "LOCALHOST": true, "127.0.0.1": true, "127.1.2.3": true, "::1": true,
+		"::ffff:127.0.0.1": true, "10.0.0.1": false, "0.0.0.0": false, "::": false, "example.com": false,
+		"localhost.example.com": false, "fe80::1%lo": false, "2130706433": false, "": false,
+	} {
+		if got := LoopbackHost(host); got != want {
+			t.Errorf("LoopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestClientRefusesNonLoopbackAddress(t *testing.T) {
+	// The dialer refuses before connecting: no packet leaves.
+	c := NewHTTPClient(1)
+	_, err := c.Get("http://10.255.255.1:9/")
+	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("got %v, want a refusal", err)
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 1000; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	l := Percentiles(d)
+	if l.P50 != 500 || l.P90 != 900 || l.P99 != 990 || l.P999 != 999 || l.Max != 1000 {
+		t.Fatalf("%+v", l)
+	}
+	if (Percentiles(nil) != Latency{}) {
+		t.Fatal("empty input")
+	}
+}
+
+func TestClosedLoopBounds(t *testing.T) {
+	var n atomic.Int64
+	r := Run(context.Background(), Load{Concurrency: 3, Duration: time.Minute, MaxRequests: 50, Warmup: 0},
+		func(ctx context.Context, seq int64) Outcome {
+			n.Add(1)
+			if seq%10 == 0 {
+				return Outcome{Status: 422, Code: "validation_error"}
+			}
+			return Outcome{OK: true, Status: 200}
+		})
+	if r.Requests != 50 || n.Load() != 50 || r.OK != 45 || r.Errors["422 validation_error"] != 5 {
+		t.Fatalf("requests %d (ops %d), ok %d, errors %v", r.Requests, n.Load(), r.OK, r.Errors)
+	}
+}
+
+// An open loop measures from the intended send time: a server that takes
+// 20 ms for each of requests meant every 5 ms, one at a time, makes the
+// later ones wait, and that wait is in their latency.
+func TestOpenLoopCountsQueueing(t *testing.T) {
+	r := Run(context.Background(), Load{Rate: 200, Duration: 200 * time.Millisecond, MaxInFlight: 1},
+		func(ctx context.Context, seq int64) Outcome {
+			time.Sleep(20 * time.Millisecond)
+			return Outcome{OK: true}
+		})
+	if r.Requests != 40 {
+		t.Fatalf("requests %d, want 40", r.Requests)
+	}
+	// The last request was meant at 195 ms and served at about 800 ms.
+	if r.Latency.Max < 400 {
+		t.Fatalf("max latency %.1f ms: the queueing was hidden", r.Latency.Max)
+	}
+}
+
+func TestPhonesAreValidAndDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for seq := int64(0); seq < 5000; seq++ {
+		p := Phone(seq, "0001")
+		got, err := xaalis.ParsePhone(p, "SN")
+		if err != nil || got != p {
+			t.Fatalf("Phone(%d) = %q: ParsePhone gives %q, %v", seq, p, got, err)
+		}
+		if seen[p] {
+			t.Fatalf("Phone(%d) = %q repeats", seq, p)
+		}
+		seen[p] = true
+	}
+}
+
+func TestOutcomeOfReply(t *testing.T) {
+	rep := &Reply{Status: http.StatusUnprocessableEntity, Body: []byte(`{"error":{"code":"insufficient_balance"}}`)}
+	if o := outcome("", rep, nil, http.StatusCreated); o.OK || o.ErrorKey() != "422 insufficient_balance" {
+		t.Fatalf("%+v %q", o, o.ErrorKey())
+	}
+	if o := outcome("", &Reply{Status: 201}, nil, http.StatusCreated); !o.OK {
+		t.Fatalf("%+v", o)
+	}
+}

@@ -1,0 +1,311 @@
+// Package bench is the load generator and the scenarios of `xaalis bench`:
+// it drives an API server on loopback at a fixed arrival rate (open loop)
+// or at a fixed concurrency (closed loop), measures every request, and
+// compares the figures with the machine's own floor measured by the same
+// generator in the same run (an HTTP server answering a fixed body, and a
+// bare durable transaction of the same writes on the same database).
+//
+// Open loop measures each request from the moment it was meant to be
+// sent, not from when it went out: when the server falls behind, the wait
+// for a free slot is part of the latency (no coordinated omission).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Load is how a scenario is driven. Rate > 0 is open loop: Rate requests
+// a second whatever the answers' speed. Otherwise Concurrency workers send
+// back to back (closed loop). Both stop at Duration or MaxRequests,
+// whichever comes first, after a Warmup whose requests are not counted.
+type Load struct {
+	Rate        float64
+	Concurrency int
+	Duration    time.Duration
+	MaxRequests int64
+	Warmup      time.Duration
+	// MaxInFlight bounds open-loop requests in flight (0: 4096). A request
+	// waiting for a slot is late, and its latency counts the wait.
+	MaxInFlight int
+	// OnMeasure, when set, runs as the measured phase starts (after the
+	// warmup).
+	OnMeasure func()
+}
+
+// Open reports whether the load is open loop.
+func (l Load) Open() bool { return l.Rate > 0 }
+
+// Describe is the load in words, for reports.
+func (l Load) Describe() string {
+	if l.Open() {
+		return fmt.Sprintf("open loop, %.0f req/s", l.Rate)
+	}
+	return fmt.Sprintf("closed loop, %d concurrent", l.Concurrency)
+}
+
+// Outcome is what one request came to.
+type Outcome struct {
+	// Kind labels the operation (mixed runs several); "" is the scenario's one.
+	Kind string
+	OK   bool
+	// Status is the HTTP status (0: none, a transport or store error).
+	Status int
+	// Code is the error code of the answer's envelope, or a short
+	// description of a transport or store error.
+	Code string
+}
+
+// ErrorKey is the key an unsuccessful outcome is counted under:
+// "422 insufficient_balance", "transport: connection refused", ...
+func (o Outcome) ErrorKey() string {
+	switch {
+	case o.Status != 0 && o.Code != "":
+		return fmt.Sprintf("%d %s", o.Status, o.Code)
+	case o.Status != 0:
+		return fmt.Sprintf("%d", o.Status)
+	case o.Code != "":
+		return o.Code
+	}
+	return "unknown"
+}
+
+// Op performs request number seq (counted from 0 across warmup and
+// measurement) and says how it went.
+type Op func(ctx context.Context, seq int64) Outcome
+
+// sample is one measured request.
+type sample struct {
+	lat time.Duration
+	at  time.Duration // completion, from the phase's start
+	out Outcome
+}
+
+// recorder collects samples from many goroutines.
+type recorder struct {
+	start   time.Time
+	mu      sync.Mutex
+	samples []sample
+}
+
+func (r *recorder) add(s sample) {
+	s.at = time.Since(r.start)
+	r.mu.Lock()
+	r.samples = append(r.samples, s)
+	r.mu.Unlock()
+}
+
+// Run drives op under load and returns the measured phase's samples as a
+// Result (Scenario and Backend left for the caller). seq numbers keep
+// increasing from the warmup into the measurement, so an op can use them
+// for unique keys.
+func Run(ctx context.Context, load Load, op Op) *Result {
+	var seq atomic.Int64
+	if load.Warmup > 0 {
+		w := load
+		w.Duration, w.MaxRequests = load.Warmup, 0
+		if load.MaxRequests > 0 {
+			w.MaxRequests = load.MaxRequests // a warmup never outlasts the run it warms
+		}
+		phase(ctx, w, op, &seq, nil)
+	}
+	rec := &recorder{}
+	if load.OnMeasure != nil {
+		load.OnMeasure()
+	}
+	if load.MaxRequests > 0 {
+		rec.samples = make([]sample, 0, min(load.MaxRequests, 1<<20))
+	}
+	rec.start = time.Now()
+	elapsed := phase(ctx, load, op, &seq, rec)
+	return summarize(load, rec.samples, elapsed)
+}
+
+// phase runs one phase and returns how long it took, from its start to
+// the last answer.
+func phase(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *recorder) time.Duration {
+	if load.Open() {
+		return openLoop(ctx, load, op, seq, rec)
+	}
+	return closedLoop(ctx, load, op, seq, rec)
+}
+
+func closedLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *recorder) time.Duration {
+	c := max(1, load.Concurrency)
+	start := time.Now()
+	deadline := start.Add(load.Duration)
+	var issued atomic.Int64
+	var wg sync.WaitGroup
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if load.MaxRequests > 0 && issued.Add(1) > load.MaxRequests {
+					return
+				}
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					return
+				}
+				out := op(ctx, seq.Add(1)-1)
+				if rec != nil {
+					rec.add(sample{lat: time.Since(t0), out: out})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+func openLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *recorder) time.Duration {
+	maxIn := load.MaxInFlight
+	if maxIn <= 0 {
+		maxIn = 4096
+	}
+	slots := make(chan struct{}, maxIn)
+	interval := time.Duration(float64(time.Second) / load.Rate)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := int64(0); ctx.Err() == nil; i++ {
+		if load.MaxRequests > 0 && i >= load.MaxRequests {
+			break
+		}
+		intended := start.Add(time.Duration(i) * interval)
+		if intended.Sub(start) >= load.Duration {
+			break
+		}
+		if d := time.Until(intended); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(n int64, intended time.Time) {
+			defer wg.Done()
+			defer func() { <-slots }()
+			out := op(ctx, n)
+			if rec != nil {
+				// From the intended send time: a late send is the
+				// server's delay too.
+				rec.add(sample{lat: time.Since(intended), out: out})
+			}
+		}(seq.Add(1)-1, intended)
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// Latency holds percentiles in milliseconds.
+type Latency struct {
+	P50  float64 `json:"p50_ms"`
+	P90  float64 `json:"p90_ms"`
+	P99  float64 `json:"p99_ms"`
+	P999 float64 `json:"p999_ms"`
+	Max  float64 `json:"max_ms"`
+	Mean float64 `json:"mean_ms"`
+}
+
+// Percentiles computes Latency over durations (nearest rank). It sorts d.
+func Percentiles(d []time.Duration) Latency {
+	if len(d) == 0 {
+		return Latency{}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(p float64) float64 {
+		k := int(p*float64(len(d))+0.999999) - 1 // ceil(p·n) - 1
+		k = min(max(k, 0), len(d)-1)
+		return ms(d[k])
+	}
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return Latency{P50: at(0.50), P90: at(0.90), P99: at(0.99), P999: at(0.999), Max: ms(d[len(d)-1]),
+		Mean: ms(sum / time.Duration(len(d)))}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// KindStats are the figures of one kind of operation in a mixed run.
+type KindStats struct {
+	Requests   int64            `json:"requests"`
+	OK         int64            `json:"ok"`
+	Throughput float64          `json:"throughput_ok_per_s"`
+	Latency    Latency          `json:"latency"`
+	Errors     map[string]int64 `json:"errors,omitempty"`
+}
+
+// summarize turns samples into a Result.
+func summarize(load Load, samples []sample, elapsed time.Duration) *Result {
+	r := &Result{Load: load.Describe(), Rate: load.Rate, Concurrency: load.Concurrency,
+		Seconds: elapsed.Seconds(), Errors: map[string]int64{}}
+	if !load.Open() {
+		r.Rate = 0
+	} else {
+		r.Concurrency = 0
+	}
+	lat := make([]time.Duration, 0, len(samples))
+	kinds := map[string][]sample{}
+	for _, s := range samples {
+		r.Requests++
+		if s.out.OK {
+			r.OK++
+		} else {
+			r.Errors[s.out.ErrorKey()]++
+		}
+		lat = append(lat, s.lat)
+		if s.out.Kind != "" {
+			kinds[s.out.Kind] = append(kinds[s.out.Kind], s)
+		}
+	}
+	if elapsed > 0 {
+		r.Throughput = float64(r.OK) / elapsed.Seconds()
+	}
+	r.Latency = Percentiles(lat)
+	// Successes per whole second of the phase: a throughput that decays
+	// as the run goes on shows work growing with the data.
+	if secs := int(elapsed / time.Second); secs > 0 {
+		r.Timeline = make([]int64, secs)
+		for _, s := range samples {
+			if i := int(s.at / time.Second); s.out.OK && i < secs {
+				r.Timeline[i]++
+			}
+		}
+	}
+	if len(kinds) > 0 {
+		r.Kinds = map[string]*KindStats{}
+		for k, list := range kinds {
+			ks := &KindStats{Errors: map[string]int64{}}
+			d := make([]time.Duration, 0, len(list))
+			for _, s := range list {
+				ks.Requests++
+				if s.out.OK {
+					ks.OK++
+				} else {
+					ks.Errors[s.out.ErrorKey()]++
+				}
+				d = append(d, s.lat)
+			}
+			if elapsed > 0 {
+				ks.Throughput = float64(ks.OK) / elapsed.Seconds()
+			}
+			ks.Latency = Percentiles(d)
+			r.Kinds[k] = ks
+		}
+	}
+	return r
+}
