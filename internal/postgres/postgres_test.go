@@ -75,7 +75,7 @@ func TestSearchPath(t *testing.T) {
 	}
 	want := []string{"api_keys", "customers", "disputes", "events", "goose_db_version", "idempotency_keys",
 		"idempotency_quota", "ledger_balances", "ledger_entries", "ledger_postings", "merchants", "operator_tokens",
-		"payout_requests", "plans", "provider_notifications", "settings", "split_items", "subscriptions", "transactions",
+		"payout_requests", "plans", "provider_notifications", "settings", "split_items", "subscriptions", "transactions", "volume_counters",
 		"webhook_attempts", "webhook_callback_secrets", "webhook_deliveries", "webhook_endpoints"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables %v, want %v", tables, want)

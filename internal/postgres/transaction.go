@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -207,27 +208,29 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 		ORDER BY coalesce(reconciled_at, created_at) LIMIT $2`, q.Before, q.Limit)
 }
 
-// Volume sums the limit amounts of counted payments.
+// Volume sums a scope's volume counters from Since's day on.
 func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error) {
-	c := conditions{where: []string{"type = 'payment'", "status IN ('pending', 'success', 'refunded', 'disputed')"}}
-	c.add("mode = $%d", q.Mode)
-	c.add("created_at >= $%d", q.Since)
-	if q.MerchantID != "" {
-		c.add("merchant_id = $%d", q.MerchantID)
-	}
-	if q.Provider != "" {
-		c.add("provider = $%d", q.Provider)
-	}
-	if q.PayerPhone != "" {
-		c.add("payer_phone = $%d AND payer_phone <> ''", q.PayerPhone)
-	}
 	var sum int64
 	// sum(bigint) is numeric: cast it back.
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(limit_amount), 0)::bigint FROM transactions WHERE `+c.String(),
-		c.args...).Scan(&sum); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(amount), 0)::bigint FROM volume_counters WHERE scope = $1 AND day >= $2`,
+		q.Scope(), xaalis.VolumeDay(q.Since)).Scan(&sum); err != nil {
 		return 0, fmt.Errorf("volume: %w", err)
 	}
 	return sum, nil
+}
+
+// AddVolume adds delta to the counters of scopes for one day; the scopes
+// are written in order, so concurrent payments lock them in one order.
+func (t *Tx) AddVolume(ctx context.Context, scopes []string, day int64, delta int64) error {
+	sorted := append([]string(nil), scopes...)
+	sort.Strings(sorted)
+	for _, sc := range sorted {
+		if _, err := t.tx.Exec(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES ($1, $2, $3)
+			ON CONFLICT (scope, day) DO UPDATE SET amount = volume_counters.amount + excluded.amount`, sc, day, delta); err != nil {
+			return fmt.Errorf("add volume: %w", err)
+		}
+	}
+	return nil
 }
 
 const customerColumns = `id, merchant_id, mode, phone, name, created_at, updated_at`

@@ -185,23 +185,23 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 		ORDER BY coalesce(reconciled_at, created_at) LIMIT ?`, micros(q.Before), q.Limit)
 }
 
-// Volume sums the limit amounts of counted payments.
+// Volume sums a scope's volume counters from Since's day on.
 func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error) {
-	where := []string{"type = 'payment'", "mode = ?", "status IN ('pending', 'success', 'refunded', 'disputed')", "created_at >= ?"}
-	args := []any{q.Mode, micros(q.Since)}
-	if q.MerchantID != "" {
-		where, args = append(where, "merchant_id = ?"), append(args, q.MerchantID)
-	}
-	if q.Provider != "" {
-		where, args = append(where, "provider = ?"), append(args, q.Provider)
-	}
-	if q.PayerPhone != "" {
-		where, args = append(where, "payer_phone = ? AND payer_phone <> ''"), append(args, q.PayerPhone)
-	}
 	var sum int64
-	err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(limit_amount), 0) FROM transactions WHERE `+
-		strings.Join(where, " AND "), args...).Scan(&sum)
+	err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(amount), 0) FROM volume_counters WHERE scope = ? AND day >= ?`,
+		q.Scope(), xaalis.VolumeDay(q.Since)).Scan(&sum)
 	return sum, err
+}
+
+// AddVolume adds delta to the counters of scopes for one day.
+func (t *Tx) AddVolume(ctx context.Context, scopes []string, day int64, delta int64) error {
+	for _, sc := range scopes {
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES (?, ?, ?)
+			ON CONFLICT (scope, day) DO UPDATE SET amount = amount + excluded.amount`, sc, day, delta); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Customer returns one of the merchant's customers.

@@ -187,21 +187,44 @@ func testDueAndVolume(t *testing.T, s xaalis.Store) {
 	if err != nil || len(due) != 1 || due[0].ID != old.ID {
 		t.Fatalf("reconcile: %d, %v", len(due), err)
 	}
+	// The volume counters, fed as the App feeds them when a payment enters
+	// the counted statuses: old (t0-1h), fresh (t0) and done (t0-1h) on
+	// channel_a/… for the payer +221770000020; failed and init never count.
+	add := func(x *xaalis.Transaction, delta int64) {
+		scopes := xaalis.VolumeScopes(x)
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.AddVolume(ctx, scopes, xaalis.VolumeDay(x.CreatedAt), delta) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(old, old.LimitAmount)
+	fresh := &xaalis.Transaction{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "channel_a", PayerPhone: "+221770000020", CreatedAt: t0, LimitAmount: 500000}
+	add(fresh, fresh.LimitAmount)
+	done := &xaalis.Transaction{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "", PayerPhone: "+221770000020", CreatedAt: t0.Add(-time.Hour), LimitAmount: 500000}
+	add(done, done.LimitAmount)
 	vol, err := s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0.Add(-2 * time.Hour)})
-	if err != nil || vol != 3*500000 { // old, fresh, done
+	if err != nil || vol != 3*500000 {
 		t.Fatalf("merchant volume %d, %v", vol, err)
 	}
-	vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0})
-	if vol != 500000 {
-		t.Fatalf("volume since t0: %d", vol)
+	// The day is the unit: a window starting any time today counts today.
+	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0}); vol != 3*500000 {
+		t.Fatalf("volume since t0's day: %d", vol)
 	}
-	vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, PayerPhone: "+221770000020", Since: t0.Add(-2 * time.Hour)})
-	if vol != 3*500000 {
+	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0.Add(24 * time.Hour)}); vol != 0 {
+		t.Fatalf("volume since tomorrow: %d", vol)
+	}
+	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, PayerPhone: "+221770000020", Since: t0}); vol != 3*500000 {
 		t.Fatalf("payer volume: %d", vol)
 	}
-	vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "channel_a", Since: t0.Add(-2 * time.Hour)})
-	if vol != 2*500000 {
+	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "channel_a", Since: t0}); vol != 2*500000 {
 		t.Fatalf("provider volume: %d", vol)
+	}
+	// A payment leaving the counted statuses takes its amount back out.
+	add(fresh, -fresh.LimitAmount)
+	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0}); vol != 2*500000 {
+		t.Fatalf("after a failure: %d", vol)
+	}
+	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeLive, MerchantID: m.ID, Since: t0}); vol != 0 {
+		t.Fatalf("the live mode counts apart: %d", vol)
 	}
 }
 

@@ -39,6 +39,17 @@ func (a *App) post(ctx context.Context, tx Tx, mode Mode, merchantID, kind, refT
 // to another: a memo in pending while the payer has not paid, and on
 // success the collection credited to available net of the provider fee.
 func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to Status) error {
+	// The volume counters follow the payment into and out of the counted
+	// statuses, in the same transaction.
+	if in, was := counted(to), counted(from); in != was {
+		delta := t.LimitAmount
+		if was {
+			delta = -delta
+		}
+		if err := tx.AddVolume(ctx, VolumeScopes(t), VolumeDay(t.CreatedAt), delta); err != nil {
+			return fmt.Errorf("volume counters: %w", err)
+		}
+	}
 	amt := t.LedgerAmount()
 	cur := string(amt.Currency)
 	mode := string(t.Mode)

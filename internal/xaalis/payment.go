@@ -424,7 +424,8 @@ func (a *App) checkPayerCeiling(ctx context.Context, t *Transaction) error {
 	if err != nil {
 		return err
 	}
-	used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, PayerPhone: t.PayerPhone, Since: a.now().Add(-30 * 24 * time.Hour)})
+	// A rolling 30 days: today and the 29 days before it (UTC).
+	used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, PayerPhone: t.PayerPhone, Since: startOfDay(a.now()).AddDate(0, 0, -29)})
 	if err != nil {
 		return fmt.Errorf("payer volume: %w", err)
 	}

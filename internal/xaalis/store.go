@@ -55,7 +55,8 @@ type Store interface {
 	// expired at now (Expired), or pending and not polled since
 	// Before (Reconcile).
 	DueTransactions(ctx context.Context, q DueQuery) ([]*Transaction, error)
-	// Volume sums limit amounts of counted payments since a time.
+	// Volume sums the limit amounts of counted payments in a scope created
+	// on or after Since's UTC day, from the running volume counters.
 	Volume(ctx context.Context, q VolumeQuery) (int64, error)
 	// Customer returns one of the merchant's customers.
 	Customer(ctx context.Context, merchantID, id string) (*Customer, error)
@@ -137,6 +138,9 @@ type Tx interface {
 	UpsertCustomer(ctx context.Context, c *Customer) (*Customer, error)
 	// InsertEvent stores an event, numbering it after the object's last.
 	InsertEvent(ctx context.Context, e *Event) error
+	// AddVolume adds delta (minor units, may be negative) to the volume
+	// counters of scopes for one day (VolumeDay).
+	AddVolume(ctx context.Context, scopes []string, day int64, delta int64) error
 	// NotificationFirstSeen records a provider's notification id and
 	// reports whether it is new.
 	NotificationFirstSeen(ctx context.Context, provider, eventID string, at time.Time) (bool, error)
@@ -190,14 +194,53 @@ type DueQuery struct {
 }
 
 // VolumeQuery selects payments counted against a limit: pending, success,
-// refunded and disputed ones, created at or after Since. MerchantID and
-// PayerPhone, when set, narrow it; Provider too.
+// refunded and disputed ones, created on or after Since's UTC day, in one
+// scope: the payer's (PayerPhone), the merchant's on one provider
+// (MerchantID and Provider), or the merchant's (MerchantID).
 type VolumeQuery struct {
 	Mode       Mode
 	MerchantID string
 	Provider   string
 	PayerPhone string
 	Since      time.Time
+}
+
+// Scope names the volume counter the query reads.
+func (q VolumeQuery) Scope() string {
+	switch {
+	case q.PayerPhone != "":
+		return "p:" + string(q.Mode) + ":" + q.PayerPhone
+	case q.Provider != "":
+		return "mp:" + q.MerchantID + ":" + string(q.Mode) + ":" + q.Provider
+	}
+	return "m:" + q.MerchantID + ":" + string(q.Mode)
+}
+
+// VolumeDay is a time's UTC day: days since 1970-01-01.
+func VolumeDay(t time.Time) int64 {
+	sec := t.UTC().Unix()
+	d := sec / 86400
+	if sec < 0 && sec%86400 != 0 {
+		d--
+	}
+	return d
+}
+
+// VolumeScopes are the counters a payment counts in.
+func VolumeScopes(t *Transaction) []string {
+	out := []string{VolumeQuery{Mode: t.Mode, MerchantID: t.MerchantID}.Scope()}
+	if t.Provider != "" {
+		out = append(out, VolumeQuery{Mode: t.Mode, MerchantID: t.MerchantID, Provider: t.Provider}.Scope())
+	}
+	if t.PayerPhone != "" {
+		out = append(out, VolumeQuery{Mode: t.Mode, PayerPhone: t.PayerPhone}.Scope())
+	}
+	return out
+}
+
+// counted reports whether a payment in this status counts against limits.
+func counted(s Status) bool {
+	return s == StatusPending || s == StatusSuccess || s == StatusRefunded || s == StatusDisputed
 }
 
 // ErrDuplicateMerchantRef: another payment or payout has this merchant_ref.
