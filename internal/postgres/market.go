@@ -33,23 +33,7 @@ func scanDispute(op string, row interface{ Scan(...any) error }) (*xaalis.Disput
 }
 
 func queryDisputes(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Dispute, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer rows.Close()
-	var out []*xaalis.Dispute
-	for rows.Next() {
-		d, err := scanDispute(op, rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return out, nil
+	return queryAll(ctx, q, op, scanDispute, query, args...)
 }
 
 // Dispute returns one of the merchant's disputes by id or reference, in
@@ -206,23 +190,7 @@ func scanSubscription(op string, row interface{ Scan(...any) error }) (*xaalis.S
 }
 
 func querySubscriptions(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Subscription, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer rows.Close()
-	var out []*xaalis.Subscription
-	for rows.Next() {
-		s, err := scanSubscription(op, rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return out, nil
+	return queryAll(ctx, q, op, scanSubscription, query, args...)
 }
 
 // Subscription returns one of the merchant's subscriptions, in either mode.

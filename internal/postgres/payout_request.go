@@ -27,23 +27,7 @@ func scanPR(op string, row interface{ Scan(...any) error }) (*xaalis.PayoutReque
 }
 
 func queryPRs(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.PayoutRequest, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer rows.Close()
-	var out []*xaalis.PayoutRequest
-	for rows.Next() {
-		r, err := scanPR(op, rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return out, nil
+	return queryAll(ctx, q, op, scanPR, query, args...)
 }
 
 // PayoutRequest returns one of the merchant's payout requests by id or

@@ -231,3 +231,25 @@ func nilIfEmpty[T any](s []T) []T {
 	}
 	return s
 }
+
+// queryAll runs a query and scans every row with scan; errors are wrapped
+// with op.
+func queryAll[T any](ctx context.Context, q querier, op string, scan func(string, interface{ Scan(...any) error }) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(op, rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}

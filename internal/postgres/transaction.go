@@ -94,23 +94,7 @@ func txArgs(t *xaalis.Transaction) []any {
 }
 
 func queryTxs(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Transaction, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer rows.Close()
-	var out []*xaalis.Transaction
-	for rows.Next() {
-		t, err := scanTx(op, rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return out, nil
+	return queryAll(ctx, q, op, scanTx, query, args...)
 }
 
 // Transaction returns a transaction by id; an empty merchantID matches any

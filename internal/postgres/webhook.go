@@ -29,24 +29,7 @@ func scanEndpoint(op string, row interface{ Scan(...any) error }) (*xaalis.Webho
 }
 
 func queryEndpoints(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.WebhookEndpoint, error) {
-	const op = "list webhook endpoints"
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer rows.Close()
-	var out []*xaalis.WebhookEndpoint
-	for rows.Next() {
-		w, err := scanEndpoint(op, rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return out, nil
+	return queryAll(ctx, q, "list webhook endpoints", scanEndpoint, query, args...)
 }
 
 func getEndpoint(ctx context.Context, q querier, merchantID, id string, lock string) (*xaalis.WebhookEndpoint, error) {
@@ -196,23 +179,7 @@ func scanDelivery(op string, row interface{ Scan(...any) error }) (*xaalis.Deliv
 }
 
 func queryDeliveries(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Delivery, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer rows.Close()
-	var out []*xaalis.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(op, rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return out, nil
+	return queryAll(ctx, q, op, scanDelivery, query, args...)
 }
 
 // InsertDelivery stores a new delivery, held by nobody.

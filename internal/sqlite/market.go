@@ -42,20 +42,7 @@ func scanDispute(sc func(...any) error) (*xaalis.Dispute, error) {
 }
 
 func queryDisputes(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Dispute, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*xaalis.Dispute
-	for rows.Next() {
-		d, err := scanDispute(rows.Scan)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "", scanDispute, query, args...)
 }
 
 // evidenceJSON stores a dispute's evidence as a JSON array, [] for none.
@@ -244,20 +231,7 @@ func scanSubscription(sc func(...any) error) (*xaalis.Subscription, error) {
 }
 
 func querySubscriptions(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Subscription, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*xaalis.Subscription
-	for rows.Next() {
-		s, err := scanSubscription(rows.Scan)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "", scanSubscription, query, args...)
 }
 
 // Subscription returns one of the merchant's subscriptions, in either mode.

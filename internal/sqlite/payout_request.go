@@ -31,20 +31,7 @@ func scanPR(sc func(...any) error) (*xaalis.PayoutRequest, error) {
 }
 
 func queryPRs(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.PayoutRequest, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*xaalis.PayoutRequest
-	for rows.Next() {
-		r, err := scanPR(rows.Scan)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "", scanPR, query, args...)
 }
 
 // PayoutRequest returns one of the merchant's payout requests by id or

@@ -232,3 +232,25 @@ func (s *Store) Pragmas(ctx context.Context) map[string]string {
 	}
 	return out
 }
+
+// queryAll runs a query and scans every row with scan; a query error is
+// wrapped with op when one is given.
+func queryAll[T any](ctx context.Context, q querier, op string, scan func(func(...any) error) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		if op != "" {
+			err = fmt.Errorf("%s: %w", op, err)
+		}
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows.Scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

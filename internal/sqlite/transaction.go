@@ -93,20 +93,7 @@ func txArgs(t *xaalis.Transaction) ([]any, error) {
 }
 
 func queryTxs(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Transaction, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*xaalis.Transaction
-	for rows.Next() {
-		t, err := scanTx(rows.Scan)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "", scanTx, query, args...)
 }
 
 // Transaction returns a transaction by id; an empty merchantID matches any

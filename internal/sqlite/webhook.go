@@ -32,20 +32,7 @@ func scanEndpoint(sc func(...any) error) (*xaalis.WebhookEndpoint, error) {
 }
 
 func queryEndpoints(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.WebhookEndpoint, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", err)
-	}
-	defer rows.Close()
-	var out []*xaalis.WebhookEndpoint
-	for rows.Next() {
-		w, err := scanEndpoint(rows.Scan)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "list webhook endpoints", scanEndpoint, query, args...)
 }
 
 func getEndpoint(ctx context.Context, q querier, merchantID, id string) (*xaalis.WebhookEndpoint, error) {
@@ -196,20 +183,7 @@ func scanDelivery(sc func(...any) error) (*xaalis.Delivery, error) {
 }
 
 func queryDeliveries(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Delivery, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*xaalis.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows.Scan)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, "", scanDelivery, query, args...)
 }
 
 // InsertDelivery stores a new delivery, held by nobody.
