@@ -367,7 +367,7 @@ func (p *Pages) StatusJSON(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, xaalis.ENotFound)
 		return
 	}
-	v, err := p.App.Checkout(r.Context(), id)
+	t, err := p.App.CheckoutPayment(r.Context(), id)
 	if err != nil {
 		if c := xaalis.ErrorCode(err); c == xaalis.ENotFound || c == xaalis.ETransactionNotFound {
 			writeJSONError(w, http.StatusNotFound, xaalis.ENotFound)
@@ -377,7 +377,6 @@ func (p *Pages) StatusJSON(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusInternalServerError, xaalis.EInternal)
 		return
 	}
-	t := v.Payment
 	body := statusBody{Status: t.Status, Reference: t.Reference}
 	if u := returnURL(t); u != "" {
 		body.RedirectURL = &u

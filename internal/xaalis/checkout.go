@@ -20,18 +20,15 @@ type CheckoutView struct {
 // Checkout loads the hosted page of a payment. The payment URL is the
 // payer's only credential: it returns not_found for anything else.
 func (a *App) Checkout(ctx context.Context, id string) (*CheckoutView, error) {
-	t, err := a.Store.Transaction(ctx, "", id)
+	t, err := a.CheckoutPayment(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	if t.Type != TypePayment {
-		return nil, ErrNotFound
 	}
 	m, err := a.Store.Merchant(ctx, t.MerchantID)
 	if err != nil {
 		return nil, fmt.Errorf("checkout merchant: %w", err)
 	}
-	v := &CheckoutView{Payment: a.decorate(t), Merchant: m, TestMode: t.Mode == ModeTest}
+	v := &CheckoutView{Payment: t, Merchant: m, TestMode: t.Mode == ModeTest}
 	if t.Status == StatusInitiated && t.ProviderRef == "" {
 		// Only providers that can take this payment now: on, serving the
 		// country, allowed, priced, above their floor, and reachable.
@@ -44,6 +41,20 @@ func (a *App) Checkout(ctx context.Context, id string) (*CheckoutView, error) {
 		}
 	}
 	return v, nil
+}
+
+// CheckoutPayment returns the payment behind a payment URL, without the
+// page's provider list (the status poll needs no more); not_found for
+// anything that is not a payment.
+func (a *App) CheckoutPayment(ctx context.Context, id string) (*Transaction, error) {
+	t, err := a.Store.Transaction(ctx, "", id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Type != TypePayment {
+		return nil, ErrNotFound
+	}
+	return a.decorate(t), nil
 }
 
 // ChooseProvider records the payer's choice on the hosted page, with the
