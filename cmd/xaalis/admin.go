@@ -19,13 +19,11 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	s, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	fmt.Fprintln(stdout, "migrations applied")
-	return nil
+	// Opening the store applies the migrations.
+	return withApp(ctx, *db, func(*xaalis.App) error {
+		fmt.Fprintln(stdout, "migrations applied")
+		return nil
+	})
 }
 
 func cmdMerchantCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -41,27 +39,24 @@ func cmdMerchantCreate(ctx context.Context, args []string, getenv func(string) s
 	if *name == "" {
 		return usagef("merchant create: --name is required")
 	}
-	s, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	m, keys, err := xaalis.NewApp(s).CreateMerchant(ctx, xaalis.MerchantCreate{
-		Name: *name, Country: xaalis.Country(*country), SettlementCurrency: xaalis.Currency(*currency),
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		m, keys, err := app.CreateMerchant(ctx, xaalis.MerchantCreate{
+			Name: *name, Country: xaalis.Country(*country), SettlementCurrency: xaalis.Currency(*currency),
+		})
+		if err != nil {
+			return describe(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(struct {
+				MerchantID string              `json:"merchant_id"`
+				Keys       xaalis.MerchantKeys `json:"keys"`
+			}{m.ID, keys})
+		}
+		fmt.Fprintf(stdout, "merchant %s (%s) created; these keys are shown once:\n", m.ID, m.Name)
+		fmt.Fprintf(stdout, "  secret test key:      %s\n  publishable test key: %s\n  secret live key:      %s\n  publishable live key: %s\n",
+			keys.SecretTest, keys.PublishableTest, keys.SecretLive, keys.PublishableLive)
+		return nil
 	})
-	if err != nil {
-		return describe(err)
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(struct {
-			MerchantID string              `json:"merchant_id"`
-			Keys       xaalis.MerchantKeys `json:"keys"`
-		}{m.ID, keys})
-	}
-	fmt.Fprintf(stdout, "merchant %s (%s) created; these keys are shown once:\n", m.ID, m.Name)
-	fmt.Fprintf(stdout, "  secret test key:      %s\n  publishable test key: %s\n  secret live key:      %s\n  publishable live key: %s\n",
-		keys.SecretTest, keys.PublishableTest, keys.SecretLive, keys.PublishableLive)
-	return nil
 }
 
 // merchantJSON is how the CLI shows a merchant.
@@ -74,10 +69,14 @@ func merchantJSON(m *xaalis.Merchant) any {
 	if providers == nil {
 		providers = []string{}
 	}
+	hosts := m.ReturnHosts
+	if hosts == nil {
+		hosts = []string{}
+	}
 	return map[string]any{
 		"id": m.ID, "object": "merchant", "name": m.Name, "country": m.Country,
 		"settlement_currency": m.SettlementCurrency, "status": m.Status, "kyc": m.KYC,
-		"allowed_providers": providers, "allow_ips": ips, "payouts_enabled": m.PayoutsEnabled,
+		"allowed_providers": providers, "allow_ips": ips, "return_hosts": hosts, "payouts_enabled": m.PayoutsEnabled,
 		"created_at": xaalis.Timestamp(m.CreatedAt), "updated_at": xaalis.Timestamp(m.UpdatedAt),
 	}
 }
@@ -89,6 +88,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 	kyc := fs.String("kyc", "", "pending, approved or rejected")
 	providers := fs.String("allowed-providers", "", "provider whitelist, comma-separated (empty: all providers)")
 	ips := fs.String("allow-ips", "", "IP allowlist of the account, CIDRs comma-separated (empty: any address)")
+	returnHosts := fs.String("return-hosts", "", "hosts the return URLs of payments made with publishable keys may point at, comma-separated (shop.example,pay.shop.example; empty: none)")
 	name := fs.String("name", "", "new name")
 	payouts := fs.String("payouts", "", "enabled or disabled: whether the account may make payouts")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -120,6 +120,13 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 		}
 		u.AllowIPs = &p
 	}
+	if set["return-hosts"] {
+		h, err := xaalis.ParseReturnHosts(splitComma(*returnHosts))
+		if err != nil {
+			return usagef("--return-hosts: %s", describe(err))
+		}
+		u.ReturnHosts = &h
+	}
 	if set["name"] {
 		u.Name = name
 	}
@@ -130,22 +137,19 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 		}
 		u.PayoutsEnabled = &on
 	}
-	s, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	m, err := xaalis.NewApp(s).UpdateMerchant(ctx, pos[0], u)
-	if errors.Is(err, xaalis.ErrNotFound) {
-		return fmt.Errorf("merchant %s not found", pos[0])
-	} else if err != nil {
-		return describe(err)
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(merchantJSON(m))
-	}
-	fmt.Fprintf(stdout, "merchant %s updated: status %s, kyc %s\n", m.ID, m.Status, m.KYC)
-	return nil
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		m, err := app.UpdateMerchant(ctx, pos[0], u)
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("merchant %s not found", pos[0])
+		} else if err != nil {
+			return describe(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(merchantJSON(m))
+		}
+		fmt.Fprintf(stdout, "merchant %s updated: status %s, kyc %s\n", m.ID, m.Status, m.KYC)
+		return nil
+	})
 }
 
 // keyJSON is how the CLI shows a key; secret is set only at creation.
@@ -210,22 +214,19 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 		t = t.UTC()
 		in.ExpiresAt = &t
 	}
-	s, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	k, secret, err := xaalis.NewApp(s).CreateKey(ctx, in)
-	if errors.Is(err, xaalis.ErrNotFound) {
-		return fmt.Errorf("merchant %s not found", *merchant)
-	} else if err != nil {
-		return describe(err)
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(keyJSON(k, secret))
-	}
-	fmt.Fprintf(stdout, "key %s created; it is shown once:\n  %s\n", k.ID, secret)
-	return nil
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		k, secret, err := app.CreateKey(ctx, in)
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("merchant %s not found", *merchant)
+		} else if err != nil {
+			return describe(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(keyJSON(k, secret))
+		}
+		fmt.Fprintf(stdout, "key %s created; it is shown once:\n  %s\n", k.ID, secret)
+		return nil
+	})
 }
 
 func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -239,20 +240,17 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 	if len(pos) != 1 {
 		return usagef("key revoke: expected one key ID")
 	}
-	s, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	k, err := xaalis.NewApp(s).RevokeKey(ctx, pos[0])
-	if errors.Is(err, xaalis.ErrNotFound) {
-		return fmt.Errorf("key %s not found", pos[0])
-	} else if err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(keyJSON(k, ""))
-	}
-	fmt.Fprintf(stdout, "key %s revoked\n", k.ID)
-	return nil
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		k, err := app.RevokeKey(ctx, pos[0])
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("key %s not found", pos[0])
+		} else if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(keyJSON(k, ""))
+		}
+		fmt.Fprintf(stdout, "key %s revoked\n", k.ID)
+		return nil
+	})
 }

@@ -43,26 +43,50 @@ func wantMeasured(t *testing.T, r *bench.Result) {
 func TestBenchShortRun(t *testing.T) {
 	t.Parallel()
 	db := "sqlite://" + filepath.Join(t.TempDir(), "bench.db")
-	rep := benchRun(t, "--scenario", "create-payment,status,payout", "--database-url", db,
+	rep := benchRun(t, "--scenario", "create-payment,status,list,payout", "--database-url", db,
 		"--duration", "500ms", "--warmup", "100ms", "--concurrency", "4", "--seed", "40")
 
 	if rep.Backend != "sqlite" || rep.DB.Settings["synchronous"] != "2 (FULL)" {
 		t.Errorf("backend %q, settings %v: want sqlite with synchronous FULL", rep.Backend, rep.DB.Settings)
 	}
-	want := []string{bench.FloorHTTP, bench.FloorDB, bench.CreatePayment, bench.Status, bench.Payout}
+	want := []string{bench.FloorFsync, bench.FloorTx, bench.FloorHTTP, bench.FloorDB, bench.CreatePayment,
+		bench.OpenName(bench.CreatePayment), bench.Status, bench.List, bench.Payout}
 	for _, name := range want {
 		r := rep.Find(name)
 		if r == nil {
 			t.Fatalf("no result for %s in %+v", name, rep.Results)
 		}
 		wantMeasured(t, r)
-		if !bench.IsFloor(name) && (r.RatioHTTP == nil || *r.RatioHTTP <= 0 || r.RatioDB == nil || *r.RatioDB <= 0) {
-			t.Errorf("%s: ratios to the floors missing: %v %v", name, r.RatioHTTP, r.RatioDB)
+		if bench.IsPhysicalFloor(name) && r.Concurrency != 1 {
+			t.Errorf("%s: concurrency %d, want one operation at a time", name, r.Concurrency)
+		}
+		if !bench.IsFloor(name) && (r.RatioFsync == nil || *r.RatioFsync <= 0 || r.RatioTx == nil || *r.RatioTx <= 0 ||
+			r.RatioHTTP == nil || *r.RatioHTTP <= 0 || r.RatioDB == nil || *r.RatioDB <= 0) {
+			t.Errorf("%s: ratios to the floors missing: %v %v %v %v", name, r.RatioFsync, r.RatioTx, r.RatioHTTP, r.RatioDB)
 		}
 	}
-	// The target check drives create-payment open loop once more.
-	if rep.Target == nil || rep.Target.Explanation == "" || len(rep.Results) != len(want)+1 {
-		t.Errorf("target check missing: %+v, %d results", rep.Target, len(rep.Results))
+	if len(rep.Results) != len(want) {
+		t.Errorf("%d results, want %d", len(rep.Results), len(want))
+	}
+	// The open-loop run is offered 0.7 × create-payment's saturation.
+	if cp, open := rep.Find(bench.CreatePayment), rep.Find(bench.OpenName(bench.CreatePayment)); open.Rate < 0.69*cp.Throughput || open.Rate > 0.71*cp.Throughput {
+		t.Errorf("open loop offered %.0f req/s, want 0.7 × %.0f", open.Rate, cp.Throughput)
+	}
+	aims := map[string]bool{}
+	for _, c := range rep.Checks {
+		if c.Got == "" {
+			t.Errorf("aim %q without a measure", c.Aim)
+		}
+		aims[c.Aim] = c.Met
+	}
+	for _, aim := range []string{"create-payment ≥ 1.0 × floor-fsync", "create-payment ≥ 3000 ok/s",
+		"create-payment p99 ≤ 25 ms open loop at 0.7 × its saturation", "payout ≥ 0.8 × create-payment"} {
+		if _, ok := aims[aim]; !ok {
+			t.Errorf("aim %q not judged: %+v", aim, rep.Checks)
+		}
+	}
+	if met, ok := aims["the ledger check finds 0 problems after the run"]; !ok || !met {
+		t.Errorf("ledger aim: %v %v", ok, met)
 	}
 	if !rep.Ledger.Ran || rep.Ledger.Problems != 0 {
 		t.Errorf("ledger check %+v: want run, 0 problems", rep.Ledger)
@@ -116,6 +140,8 @@ func TestBenchUsage(t *testing.T) {
 		{"--fresh-schema"},                 // not postgres
 		{"--json", "--markdown"},
 		{"--limits", "maybe"},
+		{"--big", "-1"},
+		{"--big", "20000000"},
 	} {
 		out, _, err := cli(t, noEnv, append([]string{"bench"}, args...)...)
 		wantErr(t, true, out, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strings"
 
 	"github.com/xaalis/xaalis/internal/provider"
@@ -21,13 +23,28 @@ func cmdProviderEmulator(ctx context.Context, args []string, getenv func(string)
 	down := fs.String("down", "", "routes that refuse connections, comma-separated provider/route (channel_a/direct)")
 	timeout := fs.String("timeout", "", "routes that never answer, comma-separated provider/route")
 	lose := fs.String("lose-callbacks", "", "providers whose notifications are dropped, comma-separated")
+	printConfig := fs.Bool("print-config", false, "print the configuration for `xaalis serve --config` in the development flow (every route at this emulator, with its published credentials) and exit")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
+	}
+	if *printConfig {
+		b, err := provider.EmulatorConfigJSON(emulatorBase(*addr))
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(b)
+		return err
 	}
 	if *errorRate < 0 || *errorRate > 1 || *latency < 0 {
 		return usagef("provider-emulator: --error-rate must be within 0..1 and --latency-ms at least 0")
 	}
-	cfg, err := xaalis.LoadConfig(*configPath)
+	var cfg *xaalis.Config
+	var err error
+	if *configPath != "" {
+		cfg, err = xaalis.LoadConfig(*configPath)
+	} else {
+		cfg, err = provider.EmulatorConfig(emulatorBase(*addr))
+	}
 	if err != nil {
 		return err
 	}
@@ -69,4 +86,17 @@ func routeNames(m map[string]provider.RouteSwitches) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// emulatorBase is the base URL a server reaches the emulator at: a
+// wildcard listen address is reached on loopback.
+func emulatorBase(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || (err == nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

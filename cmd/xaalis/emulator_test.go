@@ -43,10 +43,17 @@ func TestProviderEmulatorLive(t *testing.T) {
 		}
 	}
 
-	// The embedded configuration, its routes pointed at this emulator.
-	cfg := strings.ReplaceAll(string(xaalis.DefaultConfigJSON()), "http://127.0.0.1:9090", emu)
+	// The development flow's configuration, as the emulator prints it: the
+	// embedded one with every route at this emulator and its credentials.
+	cfg := &testutil.SyncBuffer{}
+	if err := run(ctx, []string{"provider-emulator", "--print-config", "--addr", strings.TrimPrefix(emu, "http://")}, envOf(), cfg, &testutil.SyncBuffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cfg.String(), emu+"/channel_a/direct") || !strings.Contains(cfg.String(), xaalis.EmulatorNotifySecret("channel_b")) {
+		t.Fatalf("--print-config: %s", cfg)
+	}
 	cfgPath := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
@@ -99,7 +106,7 @@ func TestProviderEmulatorLive(t *testing.T) {
 // database, as an operator would.
 func lookupProviderRef(t *testing.T, db, id string) string {
 	t.Helper()
-	s, err := openStore(context.Background(), db)
+	s, err := openStoreOnly(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

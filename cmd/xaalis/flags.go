@@ -53,8 +53,18 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// openStore opens the Store a database URL names and applies migrations.
+// openStore opens the Store a database URL names, applies migrations, and
+// gives it the keyring of the command's key file (keySetup, from
+// XAALIS_SECRET_KEY_FILE), refusing a key file that cannot read the
+// database's secrets.
 func openStore(ctx context.Context, url string) (xaalis.Store, error) {
+	s, _, err := openStoreKeyed(ctx, url, true)
+	return s, err
+}
+
+// openStoreOnly opens the Store a database URL names and applies
+// migrations; its secrets cannot be read until it is given a keyring.
+func openStoreOnly(ctx context.Context, url string) (xaalis.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return postgres.Open(ctx, url)
@@ -66,6 +76,16 @@ func openStore(ctx context.Context, url string) (xaalis.Store, error) {
 		return sqlite.Open(ctx, path)
 	}
 	return nil, usagef("database URL %q: expected sqlite://PATH or postgres://...", url)
+}
+
+// withApp opens the database a command names and runs fn with an App on it.
+func withApp(ctx context.Context, db string, fn func(*xaalis.App) error) error {
+	s, err := openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return fn(xaalis.NewApp(s))
 }
 
 // boolEnv parses a boolean environment variable.

@@ -5,8 +5,12 @@
 //	xaalis merchant   create and update merchants
 //	xaalis key        issue and revoke API keys
 //	xaalis provider-emulator  emulate the providers' HTTP APIs
+//	xaalis listen     forward the account's events to a local URL
+//	xaalis trigger    make a test event happen through the API
 //
-// Every command takes --database-url (XAALIS_DATABASE_URL).
+// The commands that open the database take --database-url
+// (XAALIS_DATABASE_URL) and read the key file of the secrets at rest from
+// XAALIS_SECRET_KEY_FILE; listen and trigger take --api-key and --api-base.
 package main
 
 import (
@@ -17,6 +21,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
 func main() {
@@ -47,17 +53,29 @@ Commands:
   serve                  run the API server
   migrate                apply database migrations and exit
   merchant create        create a merchant and its four keys
-  merchant update ID     change a merchant's status, KYC, providers or IP allowlist
+  merchant update ID     change a merchant's status, KYC, providers, IP allowlist or return hosts
   key create             issue an API key
   key revoke KEY_ID      revoke an API key
   provider-emulator      run the emulator of the providers' HTTP APIs (live mode in development)
-  operator token create  make a token for the operator API on the admin listener
+  operator token create  make a token for the operator API on the admin listener (--expires-in, --expires-at)
+  operator token list    list operator tokens
+  operator token revoke ID   end an operator token at once
+  audit list             the audit log of operator actions, newest first
   payout-request approve|reject|complete|fail ID   move a payout request (operator)
   payment mark-refunded ID   mark a payment refunded by hand (providers without refunds)
   ledger check           compare every balance with its postings (exit 1 on a difference)
   bench                  load-test the API on loopback against the machine's floor (BENCHMARKS.md)
   dispute open --transaction ID [--amount N] [--reason TEXT]   open a dispute (operator)
   dispute decide ID --outcome won|lost                          close a dispute (operator)
+  listen --forward-to URL [--events LIST] [--live]   forward the account's events, signed, to a local URL
+  trigger EVENT          make a test event happen (payment.success, payout.failed, ...) through the API
+  secrets rotate         encrypt the database's secrets under a new key, while servers run
+  secrets add-key        add a key to the key file (several servers: before rotate --no-new-key)
+  secrets status         the key file's keys and the secrets under each
+  backup --output FILE   an online copy of the SQLite database (VACUUM INTO)
+
+listen and trigger talk to a running server's API: --api-key (XAALIS_API_KEY) and
+--api-base (XAALIS_API_BASE, default http://localhost:8080).
 
 Run 'xaalis <command> -h' for the flags of a command.
 `
@@ -69,6 +87,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return usagef("no command given")
 	}
+	// Operator actions from the command line are audited under the
+	// account that ran them; the admin listener names its token instead.
+	user := getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	ctx = xaalis.WithActor(ctx, xaalis.Actor{Name: "cli:" + user})
+	ctx = withKeySetup(ctx, keySetup{file: getenv("XAALIS_SECRET_KEY_FILE"), stderr: stderr})
 	switch args[0] {
 	case "serve":
 		return cmdServe(ctx, args[1:], getenv, stdout, stderr)
@@ -78,6 +104,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdProviderEmulator(ctx, args[1:], getenv, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, args[1:], getenv, stdout, stderr)
+	case "listen":
+		return cmdListen(ctx, args[1:], getenv, stdout, stderr)
+	case "trigger":
+		return cmdTrigger(ctx, args[1:], getenv, stdout, stderr)
 	case "merchant":
 		if len(args) < 2 {
 			return usagef("merchant: expected create or update")
@@ -101,10 +131,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return usagef("key: unknown subcommand %q (expected create or revoke)", args[1])
 	case "operator":
-		if len(args) < 3 || args[1] != "token" || args[2] != "create" {
-			return usagef("operator: expected token create")
+		if len(args) < 3 || args[1] != "token" {
+			return usagef("operator: expected token create, token list or token revoke")
 		}
-		return cmdOperatorTokenCreate(ctx, args[3:], getenv, stdout, stderr)
+		switch args[2] {
+		case "create":
+			return cmdOperatorTokenCreate(ctx, args[3:], getenv, stdout, stderr)
+		case "list":
+			return cmdOperatorTokenList(ctx, args[3:], getenv, stdout, stderr)
+		case "revoke":
+			return cmdOperatorTokenRevoke(ctx, args[3:], getenv, stdout, stderr)
+		}
+		return usagef("operator token: unknown subcommand %q (expected create, list or revoke)", args[2])
+	case "audit":
+		if len(args) < 2 || args[1] != "list" {
+			return usagef("audit: expected list")
+		}
+		return cmdAuditList(ctx, args[2:], getenv, stdout, stderr)
 	case "payout-request":
 		if len(args) < 2 {
 			return usagef("payout-request: expected approve, reject, complete or fail")
@@ -130,6 +173,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return cmdDisputeDecide(ctx, args[2:], getenv, stdout, stderr)
 		}
 		return usagef("dispute: unknown subcommand %q (expected open or decide)", args[1])
+	case "secrets":
+		return cmdSecrets(ctx, args[1:], getenv, stdout, stderr)
+	case "backup":
+		return cmdBackup(ctx, args[1:], getenv, stdout, stderr)
 	case "payment":
 		if len(args) < 2 || args[1] != "mark-refunded" {
 			return usagef("payment: expected mark-refunded")

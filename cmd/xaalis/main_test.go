@@ -34,6 +34,7 @@ import (
 	"github.com/xaalis/xaalis/internal/testutil"
 
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
+	"github.com/xaalis/xaalis/internal/secrets"
 )
 
 const planBody = `{"name":"Gold","amount":5000,"interval":"month"}`
@@ -62,13 +63,41 @@ func eachBackend(t *testing.T, f func(t *testing.T, db string)) {
 }
 
 // envOf is a getenv over name/value pairs; nothing comes from the real
-// environment.
+// environment. XAALIS_SECRET_KEY_FILE, unless given (even empty: the data
+// directory's key file), is one key file for the whole test binary, so
+// that commands on one PostgreSQL database share it and none writes a key
+// file into the source tree.
 func envOf(kv ...string) func(string) string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		m[kv[i]] = kv[i+1]
 	}
-	return func(k string) string { return m[k] }
+	return func(k string) string {
+		if v, ok := m[k]; ok || k != "XAALIS_SECRET_KEY_FILE" {
+			return v
+		}
+		return testKeyFile()
+	}
+}
+
+var testKey struct {
+	once sync.Once
+	path string
+}
+
+// testKeyFile is the test binary's key file, made on first use.
+func testKeyFile() string {
+	testKey.once.Do(func() {
+		dir, err := os.MkdirTemp("", "xaalis-cmd-test-")
+		if err != nil {
+			panic(err)
+		}
+		testKey.path = filepath.Join(dir, "secret.key")
+		if _, err := secrets.AddKey(testKey.path); err != nil {
+			panic(err)
+		}
+	})
+	return testKey.path
 }
 
 // noEnv is an empty environment.
@@ -167,6 +196,7 @@ type merchantOut struct {
 	KYC                string   `json:"kyc"`
 	AllowedProviders   []string `json:"allowed_providers"`
 	AllowIPs           []string `json:"allow_ips"`
+	ReturnHosts        []string `json:"return_hosts"`
 }
 
 func updateMerchant(t *testing.T, db string, args ...string) merchantOut {

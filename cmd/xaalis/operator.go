@@ -6,25 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"text/tabwriter"
+	"time"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
-
-// withApp opens the database a command names and runs fn with an App on it.
-func withApp(ctx context.Context, db string, fn func(*xaalis.App) error) error {
-	s, err := openStore(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return fn(xaalis.NewApp(s))
-}
 
 // cmdOperatorTokenCreate makes a token for the admin API.
 func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("operator token create", stderr)
 	db := databaseFlag(fs, getenv)
 	name := fs.String("name", "", "who or what the token is for (required)")
+	expiresIn := fs.Duration("expires-in", 0, "the token ends after this long (720h); default: never")
+	expiresAt := fs.String("expires-at", "", "the token ends at this time, RFC 3339; default: never")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return usageError{err.Error()}
@@ -32,17 +26,151 @@ func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(stri
 	if *name == "" {
 		return usagef("operator token create: --name is required")
 	}
+	var expiry *time.Time
+	switch {
+	case *expiresIn != 0 && *expiresAt != "":
+		return usagef("operator token create: give --expires-in or --expires-at, not both")
+	case *expiresIn < 0:
+		return usagef("--expires-in: must be positive")
+	case *expiresIn > 0:
+		t := time.Now().UTC().Add(*expiresIn)
+		expiry = &t
+	case *expiresAt != "":
+		t, err := time.Parse(time.RFC3339, *expiresAt)
+		if err != nil {
+			return usagef("--expires-at: expected RFC 3339, such as 2027-01-31T00:00:00Z")
+		}
+		t = t.UTC()
+		expiry = &t
+	}
 	return withApp(ctx, *db, func(app *xaalis.App) error {
-		t, secret, err := app.CreateOperatorToken(ctx, *name)
+		t, secret, err := app.CreateOperatorToken(ctx, *name, expiry)
 		if err != nil {
 			return describe(err)
 		}
 		if *asJSON {
-			return json.NewEncoder(stdout).Encode(map[string]string{"id": t.ID, "name": t.Name, "token": secret,
-				"created_at": xaalis.Timestamp(t.CreatedAt)})
+			out := operatorTokenJSON(t)
+			out["token"] = secret
+			return json.NewEncoder(stdout).Encode(out)
 		}
 		fmt.Fprintf(stdout, "operator token %s created; it is shown once:\n  %s\n", t.ID, secret)
 		return nil
+	})
+}
+
+// operatorTokenJSON is how the CLI shows an operator token: never its hash.
+func operatorTokenJSON(t *xaalis.OperatorToken) map[string]any {
+	var out map[string]any
+	b, _ := json.Marshal(t)
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// cmdOperatorTokenList lists the operator tokens, newest first.
+func cmdOperatorTokenList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("operator token list", stderr)
+	db := databaseFlag(fs, getenv)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("operator token list: unexpected argument %q", fs.Arg(0))
+	}
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		list, err := app.OperatorTokens(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			out := make([]map[string]any, 0, len(list))
+			for _, t := range list {
+				out = append(out, operatorTokenJSON(t))
+			}
+			return json.NewEncoder(stdout).Encode(out)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tCREATED\tEXPIRES")
+		now := time.Now()
+		for _, t := range list {
+			status := "active"
+			switch {
+			case t.RevokedAt != nil:
+				status = "revoked"
+			case !t.Usable(now):
+				status = "expired"
+			}
+			expires := "never"
+			if t.ExpiresAt != nil {
+				expires = xaalis.Timestamp(*t.ExpiresAt)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, status, xaalis.Timestamp(t.CreatedAt), expires)
+		}
+		return tw.Flush()
+	})
+}
+
+// cmdOperatorTokenRevoke ends an operator token at once.
+func cmdOperatorTokenRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("operator token revoke", stderr)
+	db := databaseFlag(fs, getenv)
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if len(pos) != 1 {
+		return usagef("operator token revoke: expected one token ID")
+	}
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		t, err := app.RevokeOperatorToken(ctx, pos[0])
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("operator token %s not found", pos[0])
+		} else if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(operatorTokenJSON(t))
+		}
+		fmt.Fprintf(stdout, "operator token %s (%s) revoked\n", t.ID, t.Name)
+		return nil
+	})
+}
+
+// cmdAuditList prints the audit log of operator actions, newest first.
+func cmdAuditList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit list", stderr)
+	db := databaseFlag(fs, getenv)
+	limit := fs.Int("limit", 50, "how many entries, newest first (at most 100)")
+	page := fs.Int("page", 1, "page of --limit entries")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *limit < 1 || *limit > xaalis.MaxPerPage || *page < 1 || *page > xaalis.MaxPage {
+		return usagef("audit list: --limit must be 1 to %d and --page 1 to %d", xaalis.MaxPerPage, xaalis.MaxPage)
+	}
+	return withApp(ctx, *db, func(app *xaalis.App) error {
+		list, _, err := app.AuditLog(ctx, xaalis.PageRequest{Page: *page, PerPage: *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(append([]*xaalis.AuditEntry{}, list...))
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tACTOR\tTOKEN\tFROM\tACTION\tOBJECT")
+		dash := func(s string) string {
+			if s == "" {
+				return "-"
+			}
+			return s
+		}
+		for _, e := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s %s\n", xaalis.Timestamp(e.At), e.Actor, dash(e.TokenID), dash(e.ClientIP),
+				e.Action, e.ObjectType, e.ObjectID)
+		}
+		return tw.Flush()
 	})
 }
 
@@ -87,7 +215,7 @@ func cmdLedgerCheck(ctx context.Context, args []string, getenv func(string) stri
 		return usageError{err.Error()}
 	}
 	return withApp(ctx, *db, func(app *xaalis.App) error {
-		ps, err := app.LedgerCheck(ctx)
+		_, ps, err := app.RunLedgerCheck(ctx, false)
 		if err != nil {
 			return err
 		}

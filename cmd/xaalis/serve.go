@@ -10,17 +10,9 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/xaalis/xaalis/api"
 	xhttp "github.com/xaalis/xaalis/internal/http"
-	"github.com/xaalis/xaalis/internal/provider"
-	"github.com/xaalis/xaalis/internal/webhook"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -49,6 +41,21 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	pkQuotaDef, err := envInt(getenv, "XAALIS_IDEMPOTENCY_QUOTA_PUBLISHABLE", def.IdempotencyQuotaPublishable)
+	if err != nil {
+		return err
+	}
+	pageRateDef, err := envFloat(getenv, "XAALIS_PAGE_RATE_LIMIT", def.PageRateLimit)
+	if err != nil {
+		return err
+	}
+	notifyRateDef, err := envFloat(getenv, "XAALIS_NOTIFY_RATE_LIMIT", def.NotifyRateLimit)
+	if err != nil {
+		return err
+	}
+	pkQuota := fs.Int("idempotency-quota-publishable", pkQuotaDef, "new Idempotency-Keys of publishable keys per merchant and mode an hour, apart from secret keys'; 0: no quota (env XAALIS_IDEMPOTENCY_QUOTA_PUBLISHABLE)")
+	pageRate := fs.Float64("page-rate-limit", pageRateDef, "requests a second per client address to the hosted payment page; 0: no limit (env XAALIS_PAGE_RATE_LIMIT)")
+	notifyRate := fs.Float64("notify-rate-limit", notifyRateDef, "provider notifications a second per client address; 0: no limit (env XAALIS_NOTIFY_RATE_LIMIT)")
 	rateLimit := fs.Float64("rate-limit", rateLimitDef, "requests a second per API key (env XAALIS_RATE_LIMIT)")
 	rateBurst := fs.Int("rate-burst", rateBurstDef, "burst per API key (env XAALIS_RATE_BURST)")
 	quota := fs.Int("idempotency-quota", quotaDef, "new Idempotency-Keys per merchant and mode an hour; 0: no quota (env XAALIS_IDEMPOTENCY_QUOTA)")
@@ -56,20 +63,68 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	configPath := fs.String("config", getenv("XAALIS_CONFIG"), "business configuration file (JSON); empty: the embedded defaults (env XAALIS_CONFIG)")
 	publicURL := fs.String("public-url", getenv("XAALIS_PUBLIC_URL"), "public base URL of the API, for payment URLs and provider notifications (env XAALIS_PUBLIC_URL; default http://localhost:PORT)")
 	jobEvery := fs.Duration("jobs-interval", 5*time.Second, "how often expiry and reconciliation run")
+	heartbeatDef, err := envDuration(getenv, "XAALIS_HEARTBEAT", xaalis.DefaultHeartbeat)
+	if err != nil {
+		return err
+	}
+	heartbeat := fs.Duration("heartbeat", heartbeatDef, "how often this instance records that it lives; its Idempotency-Keys are taken over once it is silent for three intervals (env XAALIS_HEARTBEAT)")
 	insecureDef, err := boolEnv(getenv, "XAALIS_INSECURE_WEBHOOKS", false)
 	if err != nil {
 		return err
 	}
 	insecureHooks := fs.Bool("insecure-webhooks", insecureDef, "DEVELOPMENT ONLY: allow http and loopback webhook URLs (env XAALIS_INSECURE_WEBHOOKS)")
 	hookTimeout := fs.Duration("webhook-timeout", 15*time.Second, "how long a webhook receiver may take to answer")
+	authLimitDef, err := envInt(getenv, "XAALIS_AUTH_FAILURE_LIMIT", def.AuthFailureLimit)
+	if err != nil {
+		return err
+	}
+	authWindowDef, err := envDuration(getenv, "XAALIS_AUTH_FAILURE_WINDOW", def.AuthFailureWindow)
+	if err != nil {
+		return err
+	}
+	authLimit := fs.Int("auth-failure-limit", authLimitDef, "invalid API keys one client address may send per --auth-failure-window before 429; 0: no limit (env XAALIS_AUTH_FAILURE_LIMIT)")
+	authWindow := fs.Duration("auth-failure-window", authWindowDef, "window of --auth-failure-limit, at most 24h (env XAALIS_AUTH_FAILURE_WINDOW)")
+	secretKeyFile := secretKeyFlag(fs, getenv)
+	trustedProxies := fs.String("trusted-proxies", getenv("XAALIS_TRUSTED_PROXIES"), "comma-separated CIDRs of the reverse proxies whose X-Forwarded-For or Forwarded names the client; empty: the client is the TCP peer (env XAALIS_TRUSTED_PROXIES)")
+	ledgerEveryDef, err := envDuration(getenv, "XAALIS_LEDGER_CHECK_INTERVAL", time.Hour)
+	if err != nil {
+		return err
+	}
+	ledgerEvery := fs.Duration("ledger-check-interval", ledgerEveryDef, "how often the ledger check runs (shared by every process on the database; 0: never) (env XAALIS_LEDGER_CHECK_INTERVAL)")
+	secureCookiesDef, err := boolEnv(getenv, "XAALIS_CONSOLE_SECURE_COOKIES", false)
+	if err != nil {
+		return err
+	}
+	secureCookies := fs.Bool("console-secure-cookies", secureCookiesDef, "mark the operator console's cookies Secure on plain HTTP: a TLS proxy fronts the admin listener (env XAALIS_CONSOLE_SECURE_COOKIES)")
+	retryScaleDef, err := envFloat(getenv, "XAALIS_WEBHOOK_RETRY_SCALE", 1)
+	if err != nil {
+		return err
+	}
+	retryScale := fs.Float64("webhook-retry-scale", retryScaleDef, "TESTING ONLY: multiply the webhook retry schedule's waits (1: 1 min, 5 min, 30 min, ...; 0.001: 60 ms, 300 ms, ...) (env XAALIS_WEBHOOK_RETRY_SCALE)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
-	if *rateLimit <= 0 || *rateBurst < 1 || *quota < 0 {
-		return usagef("serve: --rate-limit and --rate-burst must be positive, --idempotency-quota at least 0")
+	if *ledgerEvery < 0 {
+		return usagef("serve: --ledger-check-interval must be at least 0")
+	}
+	if *heartbeat <= 0 {
+		return usagef("serve: --heartbeat must be positive")
+	}
+	if *retryScale <= 0 || *retryScale > 1 {
+		return usagef("serve: --webhook-retry-scale must be within (0, 1]")
+	}
+	if *rateLimit <= 0 || *rateBurst < 1 || *quota < 0 || *pkQuota < 0 || *pageRate < 0 || *notifyRate < 0 {
+		return usagef("serve: --rate-limit and --rate-burst must be positive; --idempotency-quota, --idempotency-quota-publishable, --page-rate-limit and --notify-rate-limit at least 0")
+	}
+	if *authLimit < 0 || *authWindow < time.Second || *authWindow > xaalis.IdempotencyTTL {
+		return usagef("serve: --auth-failure-limit must be at least 0 and --auth-failure-window from 1s to 24h")
+	}
+	proxies, err := xhttp.ParseTrustedProxies(*trustedProxies)
+	if err != nil {
+		return usagef("--trusted-proxies: %v", err)
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return usagef("serve: --tls-cert and --tls-key go together")
@@ -94,29 +149,51 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, *db)
+	// The key file's messages go to the log, not between its lines.
+	keyCtx := withKeySetup(ctx, keySetup{file: *secretKeyFile, stderr: io.Discard})
+	store, keys, err := openStoreKeyed(keyCtx, *db, true)
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
 	}
 	defer store.Close()
+	if err := sealSecretsInClear(ctx, store, keys, log); err != nil {
+		return err
+	}
+	if len(proxies) > 0 {
+		log.Info("trusting forwarding headers from proxies", "trusted_proxies", *trustedProxies)
+		for _, p := range proxies {
+			if p.Bits() == 0 {
+				log.Warn("--trusted-proxies trusts every address: any client can choose the address it is known by", "prefix", p.String())
+			}
+		}
+	}
 	if *insecureHooks {
 		log.Warn("--insecure-webhooks: webhook URLs may be http and loopback; never use this in production")
 	}
-	policy := &webhook.Policy{AllowInsecure: *insecureHooks, AllowUnresolved: true}
-	app := xaalis.NewApp(store)
-	app.LiveOnly = !*testMode
-	app.CheckWebhookURL = policy.Check
-	app.Config = business
-	app.Gateway = provider.New(business, provider.Options{
-		Logger: log,
-		// Simulated providers notify in-process, as real ones post to
-		// /v1/providers/{provider}/notifications.
-		Notify: func(ctx context.Context, n xaalis.Notification) {
-			if _, err := app.ApplyNotification(ctx, xaalis.ModeTest, n); err != nil {
-				log.Error("apply simulator notification", "provider", n.Provider, "error", err)
-			}
-		},
-	})
+	cfg := def
+	cfg.RateLimit, cfg.RateBurst, cfg.IdempotencyQuota = *rateLimit, *rateBurst, *quota
+	cfg.IdempotencyQuotaPublishable, cfg.PageRateLimit, cfg.NotifyRateLimit = *pkQuota, *pageRate, *notifyRate
+	cfg.TrustedProxies = proxies
+	cfg.AuthFailureLimit, cfg.AuthFailureWindow = *authLimit, *authWindow
+	st, err := newStack(ctx, store, stackOptions{Business: business, LiveOnly: !*testMode, InsecureHooks: *insecureHooks,
+		HTTP: cfg, Log: log, Heartbeat: *heartbeat, HookTimeout: *hookTimeout, RetryScale: *retryScale,
+		DispatchEvery: time.Second, JobEvery: *jobEvery, LedgerEvery: *ledgerEvery, SecureCookies: *secureCookies})
+	if err != nil {
+		return err
+	}
+	app := st.app
+
+	// A live route without usable credentials is never offered; say so
+	// now rather than at the first live payment.
+	for _, u := range business.UnavailableRoutes() {
+		fmt.Fprintf(stdout, "Live route %s/%s is unavailable: %s.\n", u.Provider, u.Route, u.Reason)
+		log.Warn("live route unavailable", "provider", u.Provider, "route", u.Route, "reason", u.Reason)
+	}
+	for _, name := range xaalis.Providers {
+		if spec, ok := business.Providers[name]; ok && spec.Enabled && !spec.LiveReady() {
+			fmt.Fprintf(stdout, "Provider %s is unavailable in live mode: no route has usable credentials (see docs/security.md).\n", name)
+		}
+	}
 
 	if *testMode {
 		demo, err := app.EnsureDemoMerchant(ctx)
@@ -132,33 +209,26 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Info("live-only installation: test keys answer test_key_in_production")
 	}
 
-	cfg := def
-	cfg.RateLimit, cfg.RateBurst, cfg.IdempotencyQuota = *rateLimit, *rateBurst, *quota
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api := xhttp.NewServer(app, log, cfg, api.OpenAPI, reg)
-
 	apiLn, err := net.Listen("tcp", *addr)
 	if err != nil {
+		st.stop(ctx)
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
 	adminLn, err := net.Listen("tcp", *adminAddr)
 	if err != nil {
 		apiLn.Close()
+		st.stop(ctx)
 		return fmt.Errorf("listen admin %s: %w", *adminAddr, err)
 	}
-	apiSrv := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		TLSConfig:         tlsConfig,
-	}
-	admin := xhttp.NewAdmin(app, log, api, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
+	// Ordinary requests are bounded by the listeners' timeouts; a
+	// streaming route (Server-Sent Events) extends its own deadlines
+	// (xhttp.ExtendDeadlines). Shutdown waits for connections to go idle;
+	// event streams never do, so they are ended first.
+	apiSrv := xhttp.NewHTTPServer(st.api, log, xhttp.DefaultTimeouts(), tlsConfig)
+	apiSrv.RegisterOnShutdown(st.api.StopStreams)
+	// The operator listener has the API's timeouts (and, in the handlers,
+	// its body limit): a slow client must not hold it open either.
+	adminSrv := xhttp.NewHTTPServer(st.admin, log, xhttp.DefaultTimeouts(), nil)
 
 	scheme := "http"
 	if *tlsCert != "" {
@@ -170,6 +240,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		app.BaseURL = scheme + "://localhost:" + port
 	}
 	fmt.Fprintf(stdout, "Xaalis API listening on %s://%s (admin on http://%s)\n", scheme, apiLn.Addr(), adminLn.Addr())
+	fmt.Fprintf(stdout, "Operator console: http://%s/console/ (sign in with a token of `xaalis operator token create`)\n", adminLn.Addr())
 	log.Info("listening", "addr", apiLn.Addr().String(), "admin_addr", adminLn.Addr().String(), "tls", *tlsCert != "")
 
 	errc := make(chan error, 2)
@@ -184,16 +255,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}()
 	go func() { errc <- adminSrv.Serve(adminLn) }()
 
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	dispatcher := &webhook.Dispatcher{Store: store, Policy: policy, Sender: &webhook.Sender{Client: policy.Client(*hookTimeout)},
-		Now: app.Now, NewID: app.NewID, Logger: log, Timeout: *hookTimeout}
-	wg.Add(3)
-	go func() { defer wg.Done(); purgeIdempotency(bg, app, log) }()
-	go func() { defer wg.Done(); runJobs(bg, app, log, *jobEvery) }()
-	// Webhook deliveries: every process claims due deliveries from the
-	// outbox in the database, so several may run together.
-	go func() { defer wg.Done(); dispatcher.Run(bg, time.Second) }()
+	st.start(ctx)
 
 	var serveErr error
 	select {
@@ -204,8 +266,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err = errors.Join(apiSrv.Shutdown(shutdownCtx), adminSrv.Shutdown(shutdownCtx))
-	stopBG()
-	wg.Wait()
+	// Every request has finished: the background work ends, then this
+	// instance's row goes, and with it any claim a request left.
+	st.stop(ctx)
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
@@ -213,6 +276,42 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// sealSecretsInClear warns about a key file kept beside the database, and
+// encrypts the secrets an earlier version stored in clear.
+func sealSecretsInClear(ctx context.Context, store xaalis.Store, keys keyInfo, log *slog.Logger) error {
+	path := keys.keyring.Path()
+	switch {
+	case keys.generated && keys.supplied:
+		log.Warn("made the secret key file, which did not exist: back it up apart from the database, and give every "+
+			"server process on this database the same file (docs/deployment.md)", "key_file", path)
+	case keys.generated:
+		log.Warn("made a secret key file in the data directory: the database's secrets are encrypted under it, and every "+
+			"server process on this database needs the same file; set XAALIS_SECRET_KEY_FILE to a file kept apart from the "+
+			"database and its backups (docs/deployment.md)", "key_file", path)
+	case !keys.supplied:
+		log.Warn("the database's secrets are encrypted under the key file in the data directory, beside the database: "+
+			"a copy of the directory holds both; set XAALIS_SECRET_KEY_FILE (docs/deployment.md)", "key_file", path)
+	}
+	if keys.keyring.WorldReadable() {
+		log.Warn("the secret key file is readable by every user of the machine: chmod 600 (or 640 with the service's group)", "key_file", path)
+	}
+	total := 0
+	for {
+		n, err := store.ResealSecrets(ctx, 500, true)
+		if err != nil {
+			return fmt.Errorf("encrypt the secrets stored in clear: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+	}
+	if total > 0 {
+		log.Info("encrypted the secrets an earlier version stored in clear", "count", total)
+	}
 	return nil
 }
 
@@ -235,8 +334,63 @@ func purgeIdempotency(ctx context.Context, app *xaalis.App, log *slog.Logger) {
 	}
 }
 
-// envInt reads an integer environment variable; unset is def, malformed
-// is a usage error rather than a silent default.
+// maintain runs the periodic ledger check when it is due (the last
+// recorded check, by any process, is older than every; 0 never runs it)
+// and, every ten minutes, the housekeeping: idle console sessions and old
+// stat counters.
+func maintain(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.Duration) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	var lastHousekeeping time.Time
+	for {
+		if every > 0 {
+			due, err := app.LedgerCheckDue(ctx, every)
+			if err != nil && ctx.Err() == nil {
+				log.Error("ledger check schedule", "error", err)
+			} else if due {
+				if run, _, err := app.RunLedgerCheck(ctx, true); err != nil && ctx.Err() == nil {
+					log.Error("ledger check", "error", err)
+				} else if err == nil && run.Problems > 0 {
+					log.Error("ledger check found differences", "problems", run.Problems)
+				} else if err == nil {
+					log.Info("ledger check: consistent", "duration_ms", run.Duration.Milliseconds())
+				}
+			}
+		}
+		if time.Since(lastHousekeeping) >= 10*time.Minute {
+			if err := app.Housekeeping(ctx); err != nil && ctx.Err() == nil {
+				log.Error("housekeeping", "error", err)
+			}
+			lastHousekeeping = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// flushReplays adds this process's idempotent replays to the database's
+// counters every second, and once more at shutdown.
+func flushReplays(ctx context.Context, app *xaalis.App, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := app.FlushReplays(context.WithoutCancel(ctx)); err != nil {
+				log.Error("idempotency replays", "error", err)
+			}
+			return
+		case <-t.C:
+			if err := app.FlushReplays(ctx); err != nil && ctx.Err() == nil {
+				log.Error("idempotency replays", "error", err)
+			}
+		}
+	}
+}
+
 // runJobs expires payments past their expires_at, reconciles payments
 // pending too long, and asks providers about payouts and refunds whose
 // outcome is unknown. The work is read from the transactions themselves, so
@@ -278,6 +432,12 @@ func runJobs(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.
 	}
 }
 
+// processID tells this operating-system process from an earlier one
+// that had its PID.
+var processID = xaalis.RandomString(16, "0123456789abcdefghijklmnopqrstuvwxyz")
+
+// envInt reads an integer environment variable; unset is def, malformed
+// is a usage error rather than a silent default.
 func envInt(getenv func(string) string, name string, def int) (int, error) {
 	s := getenv(name)
 	if s == "" {
@@ -286,6 +446,18 @@ func envInt(getenv func(string) string, name string, def int) (int, error) {
 	v, err := strconv.Atoi(s)
 	if err != nil {
 		return 0, usagef("%s=%q: expected an integer", name, s)
+	}
+	return v, nil
+}
+
+func envDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	s := getenv(name)
+	if s == "" {
+		return def, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, usagef("%s=%q: expected a duration such as 10m", name, s)
 	}
 	return v, nil
 }

@@ -103,3 +103,45 @@ func TestOutcomeOfReply(t *testing.T) {
 		t.Fatalf("%+v", o)
 	}
 }
+
+func TestAims(t *testing.T) {
+	res := func(name string, ok float64) *Result { return &Result{Scenario: name, Throughput: ok, Concurrency: 16} }
+	open := func(name string, rate, ok, p99 float64) *Result {
+		return &Result{Scenario: OpenName(name), Rate: rate, Throughput: ok, Requests: 100, OK: 100, Latency: Latency{P99: p99}}
+	}
+	for _, c := range []struct {
+		name    string
+		backend string
+		results []*Result
+		want    map[string]bool
+	}{
+		{"sqlite met", "sqlite", []*Result{res(FloorFsync, 3000), res(CreatePayment, 3300), open(CreatePayment, 2310, 2300, 12),
+			res(Payout, 2700), res(Replay, 12000)}, map[string]bool{
+			"create-payment ≥ 1.0 × floor-fsync": true, "create-payment ≥ 3000 ok/s": true,
+			"create-payment p99 ≤ 25 ms open loop at 0.7 × its saturation": true, "payout ≥ 0.8 × create-payment": true,
+			"replay ≥ 10,000 ok/s": true}},
+		{"sqlite missed", "sqlite", []*Result{res(FloorFsync, 3000), res(CreatePayment, 2000), open(CreatePayment, 1400, 1100, 40),
+			res(Payout, 1500), res(Replay, 9000)}, map[string]bool{
+			"create-payment ≥ 1.0 × floor-fsync": false, "create-payment ≥ 3000 ok/s": false,
+			"create-payment p99 ≤ 25 ms open loop at 0.7 × its saturation": false, "payout ≥ 0.8 × create-payment": false,
+			"replay ≥ 10,000 ok/s": false}},
+		{"postgres", "postgres", []*Result{res(FloorFsync, 3000), res(CreatePayment, 2600), open(CreatePayment, 1820, 1820, 30)},
+			map[string]bool{"create-payment ≥ 0.7 × floor-fsync": true, "create-payment ≥ 2500 ok/s": true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := &Report{Backend: c.backend, Results: c.results}
+			got := map[string]bool{}
+			for _, ch := range Aims(rep, 0) {
+				got[ch.Aim] = ch.Met
+			}
+			if len(got) != len(c.want) {
+				t.Errorf("aims %v, want %v", got, c.want)
+			}
+			for aim, met := range c.want {
+				if g, ok := got[aim]; !ok || g != met {
+					t.Errorf("%q: got %v (judged %v), want %v", aim, g, ok, met)
+				}
+			}
+		})
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,21 +20,20 @@ import (
 // receiver fails (HTTP 500).
 const DrainFailRate = 0.20
 
-// ShortSchedule is the retry schedule webhook-drain runs the dispatcher
-// with: webhook.Schedule divided by 600 (1 min becomes 100 ms, 5 min
-// 500 ms, 30 min 3 s, ...), so that failed attempts are retried within a
-// run. It keeps the schedule's shape: only time is compressed.
+// RetryScale is the dispatcher's retry scale in webhook-drain runs:
+// webhook.Schedule divided by 600 (1 min becomes 100 ms, 5 min 500 ms,
+// 30 min 3 s, ...), so that failed attempts are retried within a run. It
+// keeps the schedule's shape: only time is compressed.
+const RetryScale = 1.0 / 600
+
+// ShortSchedule is the retry schedule RetryScale makes.
 func ShortSchedule() []time.Duration {
-	out := make([]time.Duration, len(realSchedule))
-	for i, d := range realSchedule {
-		out[i] = d / 600
+	out := make([]time.Duration, len(webhook.Schedule))
+	for i, d := range webhook.Schedule {
+		out[i] = time.Duration(float64(d) * RetryScale)
 	}
 	return out
 }
-
-// realSchedule is webhook.Schedule as the program started, before any
-// bench shortened it.
-var realSchedule = slices.Clone(webhook.Schedule)
 
 // receiver is a merchant's webhook endpoint on loopback: it verifies each
 // delivery's signature, fails DrainFailRate of the attempts, and records

@@ -102,7 +102,7 @@ func prepareFloorDB(ctx context.Context, env *Env) (*Prepared, error) {
 func floorDBWrite(ctx context.Context, store xaalis.Store, merchantID, ref string, seq int64) error {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	body := paymentBody(ref, 1000, "channel_a", Phone(seq, "0001"))
-	scope := xaalis.IdempotencyScope{MerchantID: merchantID, Mode: xaalis.ModeTest, Key: ref}
+	scope := xaalis.IdempotencyScope{MerchantID: merchantID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: ref}
 	token := xaalis.RandomString(24, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 	res, err := store.ClaimIdempotency(ctx, xaalis.Claim{
 		Scope: scope, Fingerprint: xaalis.Fingerprint(http.MethodPost, "/v1/payments", "", body), Token: token,

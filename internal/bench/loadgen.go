@@ -240,6 +240,14 @@ func Percentiles(d []time.Duration) Latency {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+func tenSeconds(counts []int64) float64 {
+	var n int64
+	for _, c := range counts {
+		n += c
+	}
+	return float64(n) / float64(len(counts))
+}
+
 // KindStats are the figures of one kind of operation in a mixed run.
 type KindStats struct {
 	Requests   int64            `json:"requests"`
@@ -284,6 +292,9 @@ func summarize(load Load, samples []sample, elapsed time.Duration) *Result {
 			if i := int(s.at / time.Second); s.out.OK && i < secs {
 				r.Timeline[i]++
 			}
+		}
+		if secs >= 20 {
+			r.FirstTen, r.LastTen = tenSeconds(r.Timeline[:10]), tenSeconds(r.Timeline[secs-10:])
 		}
 	}
 	if len(kinds) > 0 {

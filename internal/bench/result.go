@@ -34,9 +34,12 @@ type Result struct {
 	// Kinds splits a mixed run by kind of operation.
 	Kinds map[string]*KindStats `json:"kinds,omitempty"`
 	// RatioHTTP and RatioDB are Throughput over the floors' throughput,
-	// measured in the same run at the same concurrency.
-	RatioHTTP *float64 `json:"ratio_to_http_floor,omitempty"`
-	RatioDB   *float64 `json:"ratio_to_db_floor,omitempty"`
+	// measured in the same run at the same concurrency; RatioFsync and
+	// RatioTx over the physical floors' (one operation at a time).
+	RatioHTTP  *float64 `json:"ratio_to_http_floor,omitempty"`
+	RatioDB    *float64 `json:"ratio_to_db_floor,omitempty"`
+	RatioFsync *float64 `json:"ratio_to_fsync_floor,omitempty"`
+	RatioTx    *float64 `json:"ratio_to_tx_floor,omitempty"`
 	// CPUProcess and CPUMachine are the CPUs used during the measured
 	// phase, in cores: by this process (load generator and in-process
 	// server) and by the whole machine (the database server too).
@@ -44,21 +47,36 @@ type Result struct {
 	CPUMachine float64 `json:"cpu_machine_cores,omitempty"`
 	// Timeline counts successes in each whole second of the measured phase.
 	Timeline []int64 `json:"ok_per_second,omitempty"`
+	// FirstTen and LastTen are the ok/s of the first and the last 10 s of
+	// a measured phase of 20 s or more: a steady state keeps them close.
+	FirstTen float64 `json:"first_10s_ok_per_s,omitempty"`
+	LastTen  float64 `json:"last_10s_ok_per_s,omitempty"`
+	// StatementsPerOK is the SQL statements the store sent during the
+	// measured phase per successful request (background work included);
+	// CommandsPerCommit is the commands (Store.Update calls) a committed
+	// write transaction held on average: above 1, group commit at work.
+	StatementsPerOK   float64 `json:"statements_per_ok,omitempty"`
+	CommandsPerCommit float64 `json:"commands_per_commit,omitempty"`
 	// Extra holds scenario-specific figures (webhook lag, deliveries...).
 	Extra map[string]any `json:"extra,omitempty"`
 	Notes []string       `json:"notes,omitempty"`
 }
 
+// Floors are the floors measured in a run (nil: not measured).
+type Floors struct {
+	HTTP, DB, Fsync, Tx *Result
+}
+
 // SetRatios fills the ratios to the floors (nil floors are skipped).
-func (r *Result) SetRatios(httpFloor, dbFloor *Result) {
-	if httpFloor != nil && httpFloor.Throughput > 0 {
-		v := r.Throughput / httpFloor.Throughput
-		r.RatioHTTP = &v
+func (r *Result) SetRatios(f Floors) {
+	ratio := func(floor *Result) *float64 {
+		if floor == nil || floor.Throughput <= 0 {
+			return nil
+		}
+		v := r.Throughput / floor.Throughput
+		return &v
 	}
-	if dbFloor != nil && dbFloor.Throughput > 0 {
-		v := r.Throughput / dbFloor.Throughput
-		r.RatioDB = &v
-	}
+	r.RatioHTTP, r.RatioDB, r.RatioFsync, r.RatioTx = ratio(f.HTTP), ratio(f.DB), ratio(f.Fsync), ratio(f.Tx)
 }
 
 // Report is everything one `xaalis bench` run measured.
@@ -70,9 +88,17 @@ type Report struct {
 	Results []*Result `json:"results"`
 	// Ledger is the ledger check at the end of the run.
 	Ledger LedgerCheck `json:"ledger_check"`
-	// Target is met or not: create-payment at ≥ 0.7 of the DB floor with
-	// p99 < 25 ms (the issue's aim), when create-payment ran.
-	Target *TargetCheck `json:"target,omitempty"`
+	// Checks are the aims the run could judge (see Check).
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// Check is one aim of the write path, judged on this run's figures.
+type Check struct {
+	// Aim says what is wanted ("create-payment ≥ 1.0 × floor-fsync").
+	Aim string `json:"aim"`
+	// Got says what the run measured.
+	Got string `json:"got"`
+	Met bool   `json:"met"`
 }
 
 // Machine describes where the run happened.
@@ -100,17 +126,6 @@ type LedgerCheck struct {
 	Skipped  string   `json:"skipped,omitempty"`
 }
 
-// TargetCheck compares create-payment with the issue's aim.
-type TargetCheck struct {
-	Scenario    string  `json:"scenario"`
-	RatioDB     float64 `json:"ratio_to_db_floor"`
-	P99         float64 `json:"p99_ms"`
-	WantRatio   float64 `json:"want_ratio"`
-	WantP99     float64 `json:"want_p99_ms"`
-	Met         bool    `json:"met"`
-	Explanation string  `json:"explanation"`
-}
-
 // Find returns the result of a scenario, or nil.
 func (rep *Report) Find(scenario string) *Result {
 	for _, r := range rep.Results {
@@ -133,6 +148,21 @@ func ratio(p *float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f", *p)
+}
+
+func metMark(met bool) string {
+	if met {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// figure is a per-request figure, or a dash when not measured.
+func figure(v float64) string {
+	if v <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 func errorsText(m map[string]int64) string {
@@ -164,8 +194,15 @@ func (rep *Report) WriteText(w io.Writer) {
 		if r.CPUMachine > 0 {
 			fmt.Fprintf(w, "  CPU: this process %.2f cores, the machine %.2f cores\n", r.CPUProcess, r.CPUMachine)
 		}
-		if r.RatioHTTP != nil || r.RatioDB != nil {
-			fmt.Fprintf(w, "  ratio to floor: http %s, db %s\n", ratio(r.RatioHTTP), ratio(r.RatioDB))
+		if r.StatementsPerOK > 0 {
+			fmt.Fprintf(w, "  SQL statements per ok request %.1f, commands per commit %.1f\n", r.StatementsPerOK, r.CommandsPerCommit)
+		}
+		if r.RatioHTTP != nil || r.RatioDB != nil || r.RatioFsync != nil || r.RatioTx != nil {
+			fmt.Fprintf(w, "  ratio to floor: fsync %s, tx %s, http %s, db %s\n", ratio(r.RatioFsync), ratio(r.RatioTx),
+				ratio(r.RatioHTTP), ratio(r.RatioDB))
+		}
+		if r.FirstTen > 0 {
+			fmt.Fprintf(w, "  first 10 s %.0f ok/s, last 10 s %.0f ok/s\n", r.FirstTen, r.LastTen)
 		}
 		for _, k := range slices.Sorted(maps.Keys(r.Kinds)) {
 			ks := r.Kinds[k]
@@ -182,8 +219,15 @@ func (rep *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  note: %s\n", n)
 		}
 	}
-	if t := rep.Target; t != nil {
-		fmt.Fprintf(w, "\ntarget (%s ≥ %.1f of the DB floor, p99 < %.0f ms): %s\n", t.Scenario, t.WantRatio, t.WantP99, t.Explanation)
+	if len(rep.Checks) > 0 {
+		fmt.Fprintln(w, "\naims:")
+		for _, c := range rep.Checks {
+			mark := "no "
+			if c.Met {
+				mark = "yes"
+			}
+			fmt.Fprintf(w, "  %s  %s: %s\n", mark, c.Aim, c.Got)
+		}
 	}
 	fmt.Fprintln(w)
 	switch {
@@ -206,16 +250,17 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		settings = append(settings, k+"="+rep.DB.Settings[k])
 	}
 	fmt.Fprintf(w, "Database: %s (%s). Command: `%s`.\n\n", rep.DB.Version, strings.Join(settings, ", "), rep.Command)
-	fmt.Fprintf(w, "| scenario | load | ok/s | p50 ms | p90 ms | p99 ms | p99.9 ms | ×http floor | ×db floor | CPU proc/machine | errors |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(w, "| scenario | load | ok/s | p50 ms | p90 ms | p99 ms | p99.9 ms | ×fsync | ×tx | ×http | ×db | stmts/ok | cmds/commit | CPU proc/machine | errors |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.Results {
 		name := r.Scenario
 		if r.LatencyOf != "" {
 			name += " †"
 		}
 		l := r.Latency
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %s | %.2f/%.2f | %s |\n", name, r.Load, r.Throughput,
-			l.P50, l.P90, l.P99, l.P999, ratio(r.RatioHTTP), ratio(r.RatioDB), r.CPUProcess, r.CPUMachine, errorsText(r.Errors))
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %.2f/%.2f | %s |\n", name, r.Load, r.Throughput,
+			l.P50, l.P90, l.P99, l.P999, ratio(r.RatioFsync), ratio(r.RatioTx), ratio(r.RatioHTTP), ratio(r.RatioDB),
+			figure(r.StatementsPerOK), figure(r.CommandsPerCommit), r.CPUProcess, r.CPUMachine, errorsText(r.Errors))
 	}
 	var notes []string
 	for _, r := range rep.Results {
@@ -223,6 +268,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 			ks := r.Kinds[k]
 			notes = append(notes, fmt.Sprintf("%s, %s: %.0f ok/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms",
 				r.Scenario, k, ks.Throughput, ks.Latency.P50, ks.Latency.P99, ks.Latency.P999))
+		}
+		if r.FirstTen > 0 {
+			notes = append(notes, fmt.Sprintf("%s: first 10 s %.0f ok/s, last 10 s %.0f ok/s", r.Scenario, r.FirstTen, r.LastTen))
 		}
 		if d := r.Decay(); d != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, d))
@@ -245,8 +293,13 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
-	if t := rep.Target; t != nil {
-		fmt.Fprintf(w, "Target (%s ≥ %.1f × db floor with p99 < %.0f ms): **%s**\n\n", t.Scenario, t.WantRatio, t.WantP99, t.Explanation)
+	if len(rep.Checks) > 0 {
+		fmt.Fprintln(w, "| aim | measured | met |")
+		fmt.Fprintln(w, "|---|---|---|")
+		for _, c := range rep.Checks {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", c.Aim, c.Got, metMark(c.Met))
+		}
+		fmt.Fprintln(w)
 	}
 	switch {
 	case !rep.Ledger.Ran:
@@ -257,16 +310,23 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 }
 
 // Decay describes a throughput that changed by 10 % or more from the
-// first second of the measured phase to its last whole second, or "".
+// start of the measured phase to its end (the first and last 10 s of a
+// run of 20 s or more, else the first and last whole seconds), or "".
 func (r *Result) Decay() string {
-	n := len(r.Timeline)
-	if n < 3 || r.Timeline[0] == 0 {
+	first, last, span := r.FirstTen, r.LastTen, "10 s"
+	if first == 0 {
+		n := len(r.Timeline)
+		if n < 3 || r.Timeline[0] == 0 {
+			return ""
+		}
+		first, last, span = float64(r.Timeline[0]), float64(r.Timeline[n-1]), "second"
+	}
+	if first == 0 {
 		return ""
 	}
-	first, last := r.Timeline[0], r.Timeline[n-1]
-	change := float64(last-first) / float64(first)
+	change := (last - first) / first
 	if change > -0.10 && change < 0.10 {
 		return ""
 	}
-	return fmt.Sprintf("ok/s went from %d in the first second to %d in the last (%+.0f %%)", first, last, change*100)
+	return fmt.Sprintf("ok/s went from %.0f in the first %s to %.0f in the last (%+.0f %%)", first, span, last, change*100)
 }

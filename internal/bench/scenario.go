@@ -17,17 +17,20 @@ import (
 const (
 	FloorHTTP             = "floor-http"
 	FloorDB               = "floor-db"
+	FloorFsync            = "floor-fsync"
+	FloorTx               = "floor-tx"
 	CreatePayment         = "create-payment"
 	CreatePaymentCheckout = "create-payment-checkout"
 	Replay                = "replay"
 	Status                = "status"
+	List                  = "list"
 	Payout                = "payout"
 	Mixed                 = "mixed"
 	WebhookDrain          = "webhook-drain"
 )
 
 // All lists every scenario, floors first.
-var All = []string{FloorHTTP, FloorDB, CreatePayment, CreatePaymentCheckout, Replay, Status, Payout, Mixed, WebhookDrain}
+var All = []string{FloorFsync, FloorTx, FloorHTTP, FloorDB, CreatePayment, CreatePaymentCheckout, Replay, Status, List, Payout, Mixed, WebhookDrain}
 
 // Known reports whether name is a scenario.
 func Known(name string) bool {
@@ -40,7 +43,13 @@ func Known(name string) bool {
 }
 
 // IsFloor reports whether the scenario is one of the floors.
-func IsFloor(name string) bool { return name == FloorHTTP || name == FloorDB }
+func IsFloor(name string) bool {
+	return name == FloorHTTP || name == FloorDB || name == FloorFsync || name == FloorTx
+}
+
+// IsPhysicalFloor reports whether the floor measures the disk or the
+// database alone, one operation at a time.
+func IsPhysicalFloor(name string) bool { return name == FloorFsync || name == FloorTx }
 
 // Env is what a scenario runs against.
 type Env struct {
@@ -55,6 +64,12 @@ type Env struct {
 	// scenario's merchant: floor-db writes there directly.
 	Store      xaalis.Store
 	MerchantID string
+	// DBURL is the database's URL, for the physical floors.
+	DBURL string
+	// Existing, when set, are payments of the merchant already present
+	// (the big seed): status, list and mixed use them instead of
+	// creating Seed payments first.
+	Existing []xaalis.SeededPayment
 	// DrainTimeout bounds how long webhook-drain waits, after producing,
 	// for every event to be acknowledged.
 	DrainTimeout time.Duration
@@ -90,6 +105,10 @@ func Prepare(ctx context.Context, name string, env *Env) (*Prepared, error) {
 		return prepareFloorHTTP(ctx, env)
 	case FloorDB:
 		return prepareFloorDB(ctx, env)
+	case FloorFsync:
+		return prepareFloorFsync(ctx, env)
+	case FloorTx:
+		return prepareFloorTx(ctx, env)
 	case CreatePayment:
 		return &Prepared{Op: env.createPayment("", "channel_a"), Notes: []string{
 			"test mode, provider channel_a, payer numbers ending 0001 (the simulator settles success at once): " +
@@ -101,6 +120,8 @@ func Prepare(ctx context.Context, name string, env *Env) (*Prepared, error) {
 		return prepareReplay(ctx, env)
 	case Status:
 		return prepareStatus(ctx, env)
+	case List:
+		return prepareList(ctx, env)
 	case Payout:
 		return preparePayout(ctx, env)
 	case Mixed:
@@ -207,17 +228,42 @@ func prepareReplay(ctx context.Context, env *Env) (*Prepared, error) {
 	return &Prepared{Op: op, Notes: []string{"the same Idempotency-Key and body each time: the stored 201, byte for byte"}}, nil
 }
 
-func prepareStatus(ctx context.Context, env *Env) (*Prepared, error) {
+// existing returns the merchant's payments to read: the big seed's, or
+// Seed payments created through the API now.
+func existing(ctx context.Context, env *Env) (refs, ids []string, err error) {
+	if len(env.Existing) > 0 {
+		for _, p := range env.Existing {
+			refs, ids = append(refs, p.Reference), append(ids, p.ID)
+		}
+		return refs, ids, nil
+	}
 	env.logf("  seeding %d payments", env.Seed)
-	refs, _, err := seedPayments(ctx, env, env.Seed, 1000, "seed")
+	return seedPayments(ctx, env, env.Seed, 1000, "seed")
+}
+
+func prepareStatus(ctx context.Context, env *Env) (*Prepared, error) {
+	refs, _, err := existing(ctx, env)
 	if err != nil {
 		return nil, err
 	}
 	op := func(ctx context.Context, seq int64) Outcome {
-		rep, err := env.API.Do(ctx, http.MethodGet, "/v1/status/"+refs[seq%int64(len(refs))], env.API.Secret, "", nil)
+		rep, err := env.API.Do(ctx, http.MethodGet, "/v1/status/"+refs[(seq*7919)%int64(len(refs))], env.API.Secret, "", nil)
 		return outcome("", rep, err, http.StatusOK)
 	}
-	return &Prepared{Op: op, Notes: []string{fmt.Sprintf("GET /v1/status/{reference} over %d existing payments", len(refs))}}, nil
+	return &Prepared{Op: op, Notes: []string{fmt.Sprintf("GET /v1/status/{reference} over %d references of existing payments", len(refs))}}, nil
+}
+
+// prepareList reads the first page of the merchant's payments, as a
+// dashboard does: 20 newest and the exact total.
+func prepareList(ctx context.Context, env *Env) (*Prepared, error) {
+	if _, _, err := existing(ctx, env); err != nil {
+		return nil, err
+	}
+	op := func(ctx context.Context, seq int64) Outcome {
+		rep, err := env.API.Do(ctx, http.MethodGet, "/v1/payments?per_page=20", env.API.Secret, "", nil)
+		return outcome("", rep, err, http.StatusOK)
+	}
+	return &Prepared{Op: op, Notes: []string{"GET /v1/payments?per_page=20: the 20 newest payments and the total"}}, nil
 }
 
 // Payout funding: payments of 2 000 000 XOF (a payer's default BCEAO
@@ -259,8 +305,7 @@ func preparePayout(ctx context.Context, env *Env) (*Prepared, error) {
 }
 
 func prepareMixed(ctx context.Context, env *Env) (*Prepared, error) {
-	env.logf("  seeding %d payments", env.Seed)
-	refs, ids, err := seedPayments(ctx, env, env.Seed, 1000, "seed")
+	refs, ids, err := existing(ctx, env)
 	if err != nil {
 		return nil, err
 	}

@@ -279,6 +279,8 @@ func (p *Pages) errorKey(w http.ResponseWriter, r *http.Request, op, id string, 
 		return "provider_minimum"
 	case xaalis.EBCEAOLimitExceeded:
 		return "payer_limit"
+	case xaalis.ETooManyRequests:
+		return "too_many"
 	case xaalis.EMerchantInactive:
 		return "merchant_inactive"
 	case xaalis.ELivemodeMismatch:

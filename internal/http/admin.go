@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/xaalis/xaalis/internal/console"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -16,12 +17,27 @@ type Admin struct {
 	Logger  *slog.Logger
 	API     *Server      // answers /healthz and /readyz
 	Metrics http.Handler // GET /metrics; nil: not served
-	mux     *http.ServeMux
+	// Console is the operator console (internal/console), served at
+	// /console/.
+	Console  *console.Console
+	mux      *http.ServeMux
+	registry []Route
 }
 
-// NewAdmin builds the operator API.
-func NewAdmin(app *xaalis.App, logger *slog.Logger, api *Server, metrics http.Handler) *Admin {
-	a := &Admin{App: app, Logger: logger, API: api, Metrics: metrics, mux: http.NewServeMux()}
+// AdminOptions tune the admin listener.
+type AdminOptions struct {
+	// Console tunes the operator console.
+	Console console.Options
+}
+
+// NewAdmin builds the operator API and the operator console.
+func NewAdmin(app *xaalis.App, logger *slog.Logger, api *Server, metrics http.Handler, opts ...AdminOptions) *Admin {
+	var o AdminOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	a := &Admin{App: app, Logger: logger, API: api, Metrics: metrics, mux: http.NewServeMux(),
+		Console: console.New(app, logger, o.Console)}
 	a.routes()
 	return a
 }
@@ -39,9 +55,24 @@ func (a *Admin) operator(h http.HandlerFunc) http.HandlerFunc {
 			Error(w, r, xaalis.Errorf(xaalis.ECredentialsMissing, "Send an operator token as `Authorization: Bearer xop_...`."))
 			return
 		}
-		if _, err := a.App.AuthenticateOperator(r.Context(), strings.TrimSpace(token)); err != nil {
+		t, err := a.App.AuthenticateOperator(r.Context(), strings.TrimSpace(token))
+		if err != nil {
+			Error(w, r, a.API.authFailed(r, err))
+			return
+		}
+		if acc, ok := r.Context().Value(ctxAccess).(*access); ok {
+			acc.operatorTokenID = t.ID
+		}
+		// Every action run for this request is audited under the token.
+		ctx := xaalis.WithActor(r.Context(), xaalis.Actor{Name: t.Name, TokenID: t.ID, RequestID: requestID(r.Context()),
+			ClientIP: clientIP(r).String()})
+		r = r.WithContext(ctx)
+		if err := checkQuery(r.URL.RawQuery); err != nil {
 			Error(w, r, err)
 			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, a.API.Config.MaxBodyBytes)
 		}
 		h(w, r)
 	}
@@ -80,7 +111,9 @@ func (a *Admin) handleMarkRefunded(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) handleLedgerCheck(w http.ResponseWriter, r *http.Request) {
-	ps, err := a.App.LedgerCheck(r.Context())
+	// Recorded (the console and xaalis_ledger_check_problems show the last
+	// check) and audited, as from the console and the CLI.
+	_, ps, err := a.App.RunLedgerCheck(r.Context(), false)
 	if err != nil {
 		Error(w, r, err)
 		return
@@ -97,4 +130,21 @@ func (a *Admin) handleLedgerCheck(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusConflict
 	}
 	writeJSON(w, status, out)
+}
+
+func (a *Admin) handleAuditLog(w http.ResponseWriter, r *http.Request) {
+	page, err := pageRequest(r)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	list, pg, err := a.App.AuditLog(r.Context(), page)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data       []*xaalis.AuditEntry `json:"data"`
+		Pagination xaalis.Pagination    `json:"pagination"`
+	}{append([]*xaalis.AuditEntry{}, list...), pg})
 }

@@ -502,7 +502,7 @@ func TestHealth(t *testing.T) {
 			t.Errorf("served contract starts %q", r.body[:20])
 		}
 		s.Close()
-		r = e.do(call{method: "GET", path: "/readyz"}).want(t, 503, xaalis.EGatewayUnavailable)
+		r = e.do(call{method: "GET", path: "/readyz"}).want(t, 503, xaalis.EServiceUnavailable)
 		if r.header.Get("Retry-After") == "" {
 			t.Error("503 without Retry-After")
 		}

@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -13,11 +14,18 @@ import (
 
 // access levels of a route.
 type routeAuth struct {
-	// scope a secret key must carry.
-	scope xaalis.Scope
+	// scopes a secret key must carry, every one of them.
+	scopes []xaalis.Scope
 	// publishable keys may call the route (payment creation, status).
 	publishable bool
+	// changesNothing marks a POST that writes nothing (the payment
+	// precheck): it takes no Idempotency-Key, as there is nothing to run
+	// twice nor an answer to keep. The one exception among mutating routes.
+	changesNothing bool
 }
+
+// secretKey is a route for secret keys carrying every one of scopes.
+func secretKey(scopes ...xaalis.Scope) routeAuth { return routeAuth{scopes: scopes} }
 
 // presentedKey reads the key from Authorization: Bearer or X-API-Key.
 func presentedKey(r *http.Request) (string, bool) {
@@ -45,12 +53,12 @@ func (s *Server) api(ra routeAuth, h http.HandlerFunc) http.Handler {
 			return
 		}
 		if secret == "" {
-			Error(w, r, xaalis.Errorf(xaalis.EUnauthorized, "Send the API key as `Authorization: Bearer <key>` or `X-API-Key: <key>`."))
+			Error(w, r, s.authFailed(r, xaalis.Errorf(xaalis.EUnauthorized, "Send the API key as `Authorization: Bearer <key>` or `X-API-Key: <key>`.")))
 			return
 		}
 		p, err := s.App.Authenticate(r.Context(), secret, clientIP(r))
 		if err != nil {
-			Error(w, r, err)
+			Error(w, r, s.authFailed(r, err))
 			return
 		}
 		if acc, ok := r.Context().Value(ctxAccess).(*access); ok {
@@ -64,16 +72,67 @@ func (s *Server) api(ra routeAuth, h http.HandlerFunc) http.Handler {
 			Error(w, r, xaalis.Errorf(xaalis.EForbidden, "Publishable keys may only create payments and read their status; use a secret key from your server."))
 			return
 		}
-		if p.Key.Type == xaalis.KeySecret && ra.scope != "" && !p.Key.HasScope(ra.scope) {
-			Error(w, r, xaalis.E(xaalis.EScopeInsufficient, "required_scope", string(ra.scope)))
+		if p.Key.Type == xaalis.KeySecret {
+			for _, sc := range ra.scopes {
+				if !p.Key.HasScope(sc) {
+					Error(w, r, xaalis.E(xaalis.EScopeInsufficient, "required_scope", string(sc)))
+					return
+				}
+			}
+		}
+		// Query parameters never reach a handler, a log line or a
+		// fingerprint with control characters or invalid UTF-8.
+		if err := checkQuery(r.URL.RawQuery); err != nil {
+			Error(w, r, err)
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxPrincipal, p))
 		switch r.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			s.idempotent(w, r, h)
-		default:
-			h(w, r)
+			if !ra.changesNothing {
+				s.idempotent(w, r, h)
+				return
+			}
+			// A key sent is ignored, but held to the same rules as where it
+			// counts: a client that sends a malformed one learns it here.
+			if key := r.Header.Get("Idempotency-Key"); key != "" {
+				if err := checkHeader("Idempotency-Key", key); err != nil {
+					Error(w, r, err)
+					return
+				}
+			}
+			// Bounded as idempotent() bounds the bodies it reads.
+			r.Body = http.MaxBytesReader(w, r.Body, s.Config.MaxBodyBytes)
 		}
+		h(w, r)
 	})
+}
+
+// throttled limits a route without an API key (the hosted page, provider
+// notifications) per client address, so that one address cannot flood it.
+func (s *Server) throttled(l *limiters, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		lim, burst := s.Config.PageRateLimit, s.Config.PageRateBurst
+		if l == &s.notifyLimits {
+			lim, burst = s.Config.NotifyRateLimit, s.Config.NotifyRateBurst
+		}
+		if lim > 0 {
+			if ok, wait := l.allow(addressKey(clientIP(r)), rate.Limit(lim), burst, time.Now()); !ok {
+				Error(w, r, tooManyRequests(wait, "Too many requests from this address; retry after Retry-After seconds."))
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+// addressKey is the limiter key of a client address: an IPv6 client by
+// its /64, which one subscriber usually holds whole.
+func addressKey(ip netip.Addr) string {
+	if ip.Is6() && !ip.Is4In6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return ip.String()
 }

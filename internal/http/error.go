@@ -31,6 +31,12 @@ type errorObject struct {
 // through here. An error that is not an *xaalis.Error is logged in full
 // and answered as 500 api_error carrying only the request id.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
+	var refused *xaalis.ClaimRefused
+	if errors.As(err, &refused) {
+		// The command's transaction found its Idempotency-Key taken.
+		writeClaimOutcome(w, r, refused.Result)
+		return
+	}
 	var e *xaalis.Error
 	if !errors.As(err, &e) {
 		rid := requestID(r.Context())
@@ -39,12 +45,17 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 				slog.String("request_id", rid), slog.String("error", err.Error()))
 		}
 		e = xaalis.E(xaalis.EInternal, "request_id", rid)
+	} else if e.Cause != nil {
+		// The client sees the code and message; the log keeps the cause
+		// (a driver's error behind service_unavailable).
+		logger(r.Context()).LogAttrs(r.Context(), slog.LevelWarn, "service unavailable",
+			slog.String("request_id", requestID(r.Context())), slog.String("code", string(e.Code)), slog.String("cause", e.Cause.Error()))
 	}
 	entry, ok := xaalis.Lookup(e.Code)
 	if !ok {
 		entry, _ = xaalis.Lookup(xaalis.EInternal)
 	}
-	msg := e.Message
+	msg := e.Text()
 	if msg == "" {
 		msg = entry.Message
 	}

@@ -42,6 +42,7 @@ func openSQLite(t *testing.T) xaalis.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	s.SetSecretBox(testutil.Keyring(t))
 	return s
 }
 
@@ -53,6 +54,8 @@ func openPostgresURL(t *testing.T, url string) xaalis.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	// Stores on one database (two server processes) share the key file.
+	s.SetSecretBox(testutil.SharedKeyring(t))
 	return s
 }
 
@@ -129,11 +132,17 @@ func newEnv(t *testing.T, store xaalis.Store, configure ...func(*xhttp.Config, *
 	return e
 }
 
-// merchant creates an active merchant and returns its id and keys.
+// merchant creates an active merchant whose return host is shop.example
+// (publishable keys may create payments returning there) and returns its
+// id and keys.
 func (e *env) merchant() (string, xaalis.MerchantKeys) {
 	e.t.Helper()
 	m, keys, err := e.app.CreateMerchant(context.Background(), xaalis.MerchantCreate{Name: "Boutique Thiès"})
 	if err != nil {
+		e.t.Fatal(err)
+	}
+	hosts := []string{"shop.example"}
+	if _, err := e.app.UpdateMerchant(context.Background(), m.ID, xaalis.MerchantUpdate{ReturnHosts: &hosts}); err != nil {
 		e.t.Fatal(err)
 	}
 	return m.ID, keys

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 type idemState struct {
 	scope xaalis.IdempotencyScope
 	token string
+	claim *xaalis.PendingClaim
 	// Set by the commit hook inside the command's transaction.
 	status int
 	body   []byte
@@ -23,9 +25,15 @@ type idemState struct {
 }
 
 // idempotent runs h at most once per Idempotency-Key (spec: Idempotency).
-// A response the command stores in its own transaction (see committing) is
-// never lost between action and record; an answer that changed nothing is
-// stored afterwards; 5xx and 429 answers are forgotten so a retry runs.
+//
+// A key already known answers from its row, read without writing: the
+// stored response again (a replay), or 409. A new key is claimed inside
+// the first transaction of the command (App.update), so a command done in
+// one transaction (a test-mode payment, a plan) commits its record, its
+// claim and its stored answer with one fsync, and nothing is ever done
+// without its answer or the reverse. An answer that changed nothing (a
+// validation error) is stored afterwards; 5xx and 429 answers are
+// forgotten so a retry runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
@@ -34,6 +42,11 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 	}
 	if utf8.RuneCountInString(key) > xaalis.IdempotencyKeyMaxLen {
 		Error(w, r, xaalis.E(xaalis.EIdempotencyKeyTooLong, "max_length", xaalis.IdempotencyKeyMaxLen))
+		return
+	}
+	// The key is stored: the input hygiene rules apply to it.
+	if err := checkHeader("Idempotency-Key", key); err != nil {
+		Error(w, r, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.Config.MaxBodyBytes))
@@ -48,24 +61,109 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 	}
 	p := principal(r)
 	st := &idemState{
-		scope: xaalis.IdempotencyScope{MerchantID: p.Merchant.ID, Mode: p.Mode(), Key: key},
+		scope: xaalis.IdempotencyScope{MerchantID: p.Merchant.ID, Mode: p.Mode(), KeyType: p.Key.Type, Key: key},
 		token: xaalis.RandomString(24, keyAlphabet),
 	}
-	res, err := s.App.Store.ClaimIdempotency(r.Context(), xaalis.Claim{
+	quota := s.Config.IdempotencyQuota
+	if p.Key.Type == xaalis.KeyPublishable {
+		quota = s.Config.IdempotencyQuotaPublishable
+	}
+	claim := xaalis.Claim{
 		Scope:       st.scope,
 		Fingerprint: xaalis.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body),
 		Token:       st.token,
 		Now:         s.App.Now(),
+		Instance:    s.App.InstanceID(),
+		OwnerStale:  s.App.OwnerStale(),
+		Running:     s.App.ClaimRunning,
 		Lease:       s.Config.IdempotencyLease,
-		QuotaLimit:  s.Config.IdempotencyQuota,
+		QuotaLimit:  quota,
 		QuotaWindow: s.Config.IdempotencyQuotaWindow,
-	})
-	if err != nil {
+	}
+	// While this request runs, its claim is this instance's: a key of ours
+	// that no request of ours runs was left behind, and is taken over.
+	running := s.App.HoldClaim(st.token)
+	defer running()
+	// A known key answers from its row: replays cost one read.
+	rec, err := s.App.Store.IdempotencyKey(r.Context(), st.scope)
+	switch {
+	case errors.Is(err, xaalis.ErrNotFound):
+	case err != nil:
 		Error(w, r, err)
 		return
+	default:
+		if res := rec.Outcome(claim); res.Outcome != xaalis.ClaimAcquired {
+			if res.Outcome == xaalis.ClaimReplay {
+				s.App.CountReplay()
+			}
+			writeClaimOutcome(w, r, res)
+			return
+		}
+	}
+
+	st.claim = &xaalis.PendingClaim{Claim: claim}
+	rec2 := &teeWriter{ResponseWriter: w}
+	ctx := xaalis.WithPendingClaim(context.WithValue(r.Context(), ctxIdempotency, st), st.claim)
+	r = r.WithContext(ctx)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	bg := context.WithoutCancel(ctx)
+	defer func() {
+		// Runs on panic too, so that a crashed request does not keep its key.
+		if rec2.replayed {
+			s.App.CountReplay()
+		}
+		if st.stored || rec2.refused {
+			return
+		}
+		taken := st.claim.Taken()
+		if rec2.status >= 500 || rec2.status == http.StatusTooManyRequests || rec2.status == http.StatusConflict || rec2.status == 0 {
+			if taken {
+				release := func(ctx context.Context) error { return s.App.Store.ReleaseIdempotency(ctx, st.scope, st.token) }
+				if err := release(bg); err != nil {
+					// The database is away: forget the claim once it is back,
+					// so that a retry to another instance runs (this one
+					// takes over its own left claims at once).
+					logger(bg).Error("release idempotency key; retried later", "request_id", requestID(bg), "error", err)
+					s.App.RetryLater(release)
+				}
+			}
+			return
+		}
+		resp := xaalis.StoredResponse{Status: rec2.status, ContentType: rec2.Header().Get("Content-Type"),
+			Location: rec2.Header().Get("Location"), Body: rec2.buf.Bytes()}
+		if taken {
+			complete := func(ctx context.Context) error {
+				err := s.App.Store.CompleteIdempotency(ctx, st.scope, st.token, resp)
+				if errors.Is(err, xaalis.ErrClaimLost) {
+					return nil // taken over meanwhile: the new holder answers
+				}
+				return err
+			}
+			if err := complete(bg); err != nil {
+				logger(bg).Error("store idempotent response; retried later", "request_id", requestID(bg), "error", err)
+				s.App.RetryLater(complete)
+			}
+		} else if err := s.App.StoreAnswer(bg, claim, resp); err != nil {
+			// The command changed nothing: the key and its answer commit
+			// together now. A key a concurrent request took meanwhile
+			// keeps that request's answer.
+			logger(bg).Error("store idempotent response", "request_id", requestID(bg), "error", err)
+		}
+	}()
+	h(rec2, r)
+}
+
+// writeClaimOutcome answers a request whose Idempotency-Key is taken.
+func writeClaimOutcome(w http.ResponseWriter, r *http.Request, res xaalis.ClaimResult) {
+	if t, ok := w.(*teeWriter); ok {
+		t.refused = true
 	}
 	switch res.Outcome {
 	case xaalis.ClaimReplay:
+		if t, ok := w.(*teeWriter); ok {
+			t.replayed = true
+		}
 		hd := w.Header()
 		hd.Set("Idempotent-Replay", "true")
 		if res.Response.Location != "" {
@@ -74,43 +172,15 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 		hd.Set("Content-Type", res.Response.ContentType)
 		w.WriteHeader(res.Response.Status)
 		_, _ = w.Write(res.Response.Body)
-		return
 	case xaalis.ClaimConflict:
 		Error(w, r, xaalis.Errorf(xaalis.EIdempotencyConflict, "This Idempotency-Key was already used with a different request; use a new key for a new request."))
-		return
 	case xaalis.ClaimInFlight:
 		Error(w, r, xaalis.Errorf(xaalis.EIdempotencyConflict, "A request with this Idempotency-Key is still in flight; retry once it has finished."))
-		return
 	case xaalis.ClaimQuotaExceeded:
 		Error(w, r, tooManyRequests(res.RetryAfter, "Quota of new Idempotency-Keys for this account reached; retry after Retry-After seconds. Replays are not counted."))
-		return
+	default:
+		Error(w, r, fmt.Errorf("unexpected claim outcome %d", res.Outcome))
 	}
-
-	rec := &teeWriter{ResponseWriter: w}
-	r = r.WithContext(context.WithValue(r.Context(), ctxIdempotency, st))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	ctx := context.WithoutCancel(r.Context())
-	defer func() {
-		// Runs on panic too, so that a crashed request does not keep its key.
-		if st.stored {
-			return
-		}
-		if rec.status >= 500 || rec.status == http.StatusTooManyRequests || rec.status == 0 || rec.status == http.StatusConflict {
-			if err := s.App.Store.ReleaseIdempotency(ctx, st.scope, st.token); err != nil {
-				logger(ctx).Error("release idempotency key", "request_id", requestID(ctx), "error", err)
-			}
-			return
-		}
-		err := s.App.Store.CompleteIdempotency(ctx, st.scope, st.token, xaalis.StoredResponse{
-			Status: rec.status, ContentType: rec.Header().Get("Content-Type"),
-			Location: rec.Header().Get("Location"), Body: rec.buf.Bytes(),
-		})
-		if err != nil {
-			logger(ctx).Error("store idempotent response", "request_id", requestID(ctx), "error", err)
-		}
-	}()
-	h(rec, r)
 }
 
 // teeWriter keeps a copy of the response to store it.
@@ -118,6 +188,12 @@ type teeWriter struct {
 	http.ResponseWriter
 	status int
 	buf    bytes.Buffer
+	// refused: the answer is the key's (a replay, 409, 429), not the
+	// request's own.
+	refused bool
+	// replayed: the answer is the key's stored response, counted for
+	// xaalis_idempotency_replays_total.
+	replayed bool
 }
 
 func (t *teeWriter) WriteHeader(s int) {
@@ -149,8 +225,10 @@ func (s *Server) committing(r *http.Request, status int) context.Context {
 		if err != nil {
 			return err
 		}
+		// An answer that shows a secret is stored sealed, like the secret.
+		rs, secret := result.(xaalis.RevealsSecret)
 		if err := tx.CompleteIdempotency(ctx, st.scope, st.token, xaalis.StoredResponse{
-			Status: status, ContentType: "application/json", Body: body,
+			Status: status, ContentType: "application/json", Body: body, Secret: secret && rs.RevealsSecret(),
 		}); err != nil {
 			return err
 		}

@@ -17,7 +17,8 @@ import (
 // fail, wait and expire, refunds, payouts, payout requests and their
 // operator moves, refused requests — on both backends, and after every
 // step checks that every entry sums to zero, every cached balance equals
-// its postings, and no available or reserved balance is negative.
+// its postings, no reserved balance is negative, and available goes below
+// zero only through refunds (a debt, which payouts never deepen).
 func TestLedgerDay(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
@@ -29,6 +30,7 @@ func TestLedgerDay(t *testing.T) {
 			paidA    []string // of which channel_a's (automatic refunds)
 			pending  []string
 			requests []string
+			avail    int64 // available after the last step
 		}
 		var ms []*merchant
 		for range 3 {
@@ -129,14 +131,24 @@ func TestLedgerDay(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if bal.Available.Minor < 0 || bal.Reserved.Minor < 0 || bal.Pending.Minor < 0 {
+				if bal.Reserved.Minor < 0 || bal.Pending.Minor < 0 {
 					t.Fatalf("step %d (%s): negative balance %+v", step, op, bal)
 				}
+				// Available goes below zero, or further below, only by a
+				// refund of this merchant's: payouts and payout requests
+				// never drive it there.
+				if a := bal.Available.Minor; a < 0 && a < mm.avail && (op != "refund" || mm != m) {
+					t.Fatalf("step %d (%s): available went from %d to %d", step, op, mm.avail, a)
+				}
+				if bal.Available.Minor < 0 {
+					counts["debt"]++
+				}
+				mm.avail = bal.Available.Minor
 			}
 		}
 		// The day covered what it must: successes and refusals of each kind.
 		for _, must := range []string{"payment ", "payer acts ", "refund ", "payout ", "payout request ", "operator ",
-			"payout insufficient_balance", "refund refund_exceeds_refundable"} {
+			"payout insufficient_balance", "refund refund_exceeds_refundable", "debt"} {
 			if counts[must] == 0 {
 				t.Errorf("the day had no %q: %v", must, counts)
 			}

@@ -21,21 +21,19 @@ func liveEnv(t *testing.T, b backend) (*env, *provider.Emulator, xaalis.Merchant
 	emuSrv := httptest.NewServer(emu)
 	t.Cleanup(func() { emuSrv.Close(); emu.Close() })
 	e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
-		cfg := *a.Config
-		cfg.Providers = map[string]xaalis.ProviderSpec{}
-		for name, spec := range a.Config.Providers {
-			routes := make([]xaalis.RouteSpec, len(spec.Routes))
-			for i, r := range spec.Routes {
-				r.BaseURL = strings.Replace(r.BaseURL, "http://127.0.0.1:9090", emuSrv.URL, 1)
-				r.TimeoutMS = 2000
-				routes[i] = r
+		cfg, err := provider.EmulatorConfig(emuSrv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, spec := range cfg.Providers {
+			for i := range spec.Routes {
+				spec.Routes[i].TimeoutMS = 2000
 			}
-			spec.Routes = routes
 			cfg.Providers[name] = spec
 		}
 		cfg.ReconcileAfterSeconds = 60
-		a.Config = &cfg
-		a.Gateway = provider.New(&cfg, provider.Options{BreakerThreshold: 3, BreakerCooldown: time.Minute})
+		a.Config = cfg
+		a.Gateway = provider.New(cfg, provider.Options{BreakerThreshold: 3, BreakerCooldown: time.Minute})
 	})
 	id, keys := e.merchant()
 	kyc := xaalis.KYCApproved

@@ -197,7 +197,9 @@ func TestDisputes(t *testing.T) {
 }
 
 // TestDisputeShortfall: a dispute larger than the available balance holds
-// what there is and owes the rest; winning settles the debt first.
+// all of it, leaving available negative (a debt, as a refund's); winning
+// settles the debt first; losing leaves the debt, which the next payments
+// recover before any payout is possible.
 func TestDisputeShortfall(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
@@ -211,8 +213,8 @@ func TestDisputeShortfall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 810 held from available, 9 190 owed meanwhile.
-		if bal := e.balance(t, keys.SecretTest); bal.Available != 0 || bal.Reserved != 10000 || bal.Accounting != 810 {
+		// 10 000 held: 810 from available, 9 190 owed meanwhile.
+		if bal := e.balance(t, keys.SecretTest); bal.Available != -9190 || bal.Reserved != 10000 || bal.Accounting != 810 {
 			t.Fatalf("held: %+v", bal)
 		}
 		e.ledgerOK(t)
@@ -222,6 +224,35 @@ func TestDisputeShortfall(t *testing.T) {
 		if bal := e.balance(t, keys.SecretTest); bal.Available != 810 || bal.Reserved != 0 {
 			t.Fatalf("after won: %+v", bal)
 		}
+		e.ledgerOK(t)
+
+		// Lost: the chargeback debt stays in available and is recovered
+		// from the next payments; payouts wait until it is.
+		_, p2 := e.pay(t, keys.SecretTest, "s-2", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "s-po-2", body: payoutBody("s-po-2", 5000, "channel_a", "+221771112233")}).
+			want(t, 201, "")
+		d2, err := e.app.OpenDispute(context.Background(), xaalis.DisputeOpen{TransactionID: p2.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.app.DecideDispute(context.Background(), d2.ID, xaalis.DisputeLost, ""); err != nil {
+			t.Fatal(err)
+		}
+		// 810 + 9 900 − 5 050 − 10 000 = −4 340.
+		if bal := e.balance(t, keys.SecretTest); bal.Available != -4340 || bal.Reserved != 0 || bal.Accounting != -4340 {
+			t.Fatalf("after lost: %+v", bal)
+		}
+		r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "s-po-3", body: payoutBody("s-po-3", 100, "channel_a", "+221771112233")}).
+			want(t, 422, xaalis.EInsufficientBalance)
+		if r.err.Context["available"] != float64(-4340) {
+			t.Fatalf("context %v", r.err.Context)
+		}
+		e.fund(t, keys.SecretTest, 1, 5000) // 4 950 credited: 4 340 repays the debt
+		if bal := e.balance(t, keys.SecretTest); bal.Available != 610 {
+			t.Fatalf("after the next payment: %+v", bal)
+		}
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "s-po-4", body: payoutBody("s-po-4", 500, "channel_a", "+221771112233")}).
+			want(t, 201, "")
 		e.ledgerOK(t)
 	})
 }

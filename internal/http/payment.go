@@ -23,6 +23,22 @@ func (s *Server) handlePaymentCreate(w http.ResponseWriter, r *http.Request) {
 	s.record(w, r, http.StatusCreated, t)
 }
 
+// handlePaymentPrecheck answers whether a creation with this body would
+// be accepted now; it writes nothing, and takes no Idempotency-Key.
+func (s *Server) handlePaymentPrecheck(w http.ResponseWriter, r *http.Request) {
+	var in xaalis.PaymentInput
+	if err := decode(r, &in); err != nil {
+		Error(w, r, err)
+		return
+	}
+	v, err := s.App.PrecheckPayment(r.Context(), principal(r), in)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	s.record(w, r, http.StatusOK, v)
+}
+
 func (s *Server) handlePaymentGet(w http.ResponseWriter, r *http.Request) {
 	t, err := s.App.Payment(r.Context(), principal(r), r.PathValue("id"))
 	if err != nil {
@@ -72,6 +88,15 @@ func (s *Server) handlePaymentSimulate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	if p := principal(r); p.Key.Type == xaalis.KeyPublishable {
+		v, err := s.App.PublicStatus(r.Context(), p, r.PathValue("reference"))
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		s.record(w, r, http.StatusOK, v)
+		return
+	}
 	t, err := s.App.LookupTransaction(r.Context(), principal(r), r.PathValue("reference"))
 	if err != nil {
 		Error(w, r, err)

@@ -493,3 +493,31 @@ func TestPaymentMonthlyLimit(t *testing.T) {
 		r.want(t, 201, "")
 	})
 }
+
+// TestSimulateAfterPayerActed: a simulate whose first attempt reached the
+// provider but never moved the payment (its commit failed: a full disk, a
+// crash) is retried: the payer's action is already done at the provider,
+// and the retry applies its outcome instead of answering the provider's
+// refusal.
+func TestSimulateAfterPayerActed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "sim-again", `"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+		if p.Status != "pending" {
+			t.Fatalf("payment %s", p.Status)
+		}
+		if err := e.app.Gateway.PayerAction(context.Background(), "channel_b", providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+			t.Fatal(err)
+		}
+		var got txRecord
+		e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + p.ID + "/simulate", key: keys.SecretTest, idem: "sim-again",
+			body: `{"outcome":"success"}`}).want(t, 200, "").data(t, &got)
+		if got.Status != "success" {
+			t.Fatalf("status %s", got.Status)
+		}
+		if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != "payment.success" {
+			t.Fatalf("events %v", evs)
+		}
+	})
+}

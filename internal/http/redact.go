@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// redactedParams never reach a log line in clear.
-var redactedParams = map[string]bool{"payer_phone": true, "phone": true, "api_key": true, "msisdn": true}
+// redactedParams never reach a log line in clear. q is the operator
+// console's search, which may be a payer's phone number.
+var redactedParams = map[string]bool{"payer_phone": true, "phone": true, "api_key": true, "msisdn": true, "q": true}
 
 // RedactQuery returns a raw query string with the values of sensitive
 // parameters replaced by [REDACTED]. Parameter order is kept.

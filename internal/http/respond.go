@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -61,14 +62,27 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, items any, p xaali
 
 // decode reads a JSON object body into v. An empty body is an empty
 // object. It returns invalid_request for a body that is not a JSON object
-// and validation_error for a field of the wrong type.
+// or that holds a key twice (context.key names it), and validation_error
+// for a field of the wrong type or a string the input hygiene rules
+// refuse (checkBody: control characters, invalid UTF-8).
 func decode(r *http.Request, v any) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return xaalis.E(xaalis.ERequestTooLarge, "max_bytes", tooBig.Limit)
+		}
 		return xaalis.Errorf(xaalis.EInvalidRequest, "The request body could not be read.")
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
+	}
+	// A key given twice is refused rather than read as its last value.
+	if k := xaalis.DuplicateKey(body, v); k != "" {
+		return xaalis.DuplicateKeyError(k)
+	}
+	if err := checkBody(body); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -143,8 +157,8 @@ func pageRequest(r *http.Request) (xaalis.PageRequest, error) {
 	q := r.URL.Query()
 	if s := q.Get("page"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			v.Add("page", "must be an integer of at least 1")
+		if err != nil || n < 1 || n > xaalis.MaxPage {
+			v.Add("page", fmt.Sprintf("must be an integer from 1 to %d", xaalis.MaxPage))
 		}
 		p.Page = n
 	}

@@ -1,95 +1,185 @@
 package http
 
 import (
+	"net/http"
+
 	"github.com/xaalis/xaalis/internal/checkout"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// routes lists every route of the API in one place.
+// routes lists every route of the API in one place. docs/security.md's
+// table of routes and scopes is generated from it (Routes).
 func (s *Server) routes() {
-	read := routeAuth{scope: xaalis.ScopeReadTransactions}
-	initiate := routeAuth{scope: xaalis.ScopeInitiatePayment}
-	payout := routeAuth{scope: xaalis.ScopePayout}
+	read := secretKey(xaalis.ScopeReadTransactions)
+	initiate := secretKey(xaalis.ScopeInitiatePayment)
+	payout := secretKey(xaalis.ScopePayout)
+	// Webhook endpoints receive every event, payouts included: reading or
+	// managing them needs the read scope, and changing them the initiate
+	// scope too (DECISIONS.md: Keys and modes).
+	hooksRead := secretKey(xaalis.ScopeReadTransactions)
+	hooksWrite := secretKey(xaalis.ScopeReadTransactions, xaalis.ScopeInitiatePayment)
 	// Publishable keys may create payments and read their status only.
-	checkoutCreate := routeAuth{scope: xaalis.ScopeInitiatePayment, publishable: true}
-	statusRead := routeAuth{scope: xaalis.ScopeReadTransactions, publishable: true}
+	checkoutCreate := routeAuth{scopes: []xaalis.Scope{xaalis.ScopeInitiatePayment}, publishable: true}
+	statusRead := routeAuth{scopes: []xaalis.Scope{xaalis.ScopeReadTransactions}, publishable: true}
+	// The precheck creates nothing, so it needs no Idempotency-Key; it
+	// tells a payer's BCEAO room, so publishable keys may not call it.
+	precheck := routeAuth{scopes: []xaalis.Scope{xaalis.ScopeInitiatePayment}, changesNothing: true}
 
-	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
-	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
-	s.mux.HandleFunc("GET /v1/openapi.yaml", s.handleOpenAPI)
+	s.open("GET /healthz", accessNone, s.handleHealthz)
+	s.open("GET /readyz", accessNone, s.handleReadyz)
+	s.open("GET /v1/openapi.yaml", accessNone, s.handleOpenAPI)
 
-	s.mux.Handle("POST /v1/payments", s.api(checkoutCreate, s.handlePaymentCreate))
-	s.mux.Handle("GET /v1/payments", s.api(read, s.handlePaymentList))
-	s.mux.Handle("GET /v1/payments/{id}", s.api(read, s.handlePaymentGet))
-	s.mux.Handle("POST /v1/payments/{id}/verify", s.api(initiate, s.handlePaymentVerify))
-	s.mux.Handle("POST /v1/test-helpers/payments/{id}/simulate", s.api(initiate, s.handlePaymentSimulate))
-	s.mux.Handle("GET /v1/status/{reference}", s.api(statusRead, s.handleStatus))
-	s.mux.Handle("GET /v1/providers", s.api(read, s.handleProviders))
-	s.mux.HandleFunc("POST /v1/providers/{provider}/notifications", s.handleProviderNotification)
+	s.handle("POST /v1/payments", checkoutCreate, s.handlePaymentCreate)
+	s.handle("POST /v1/payments/precheck", precheck, s.handlePaymentPrecheck)
+	// A concrete path wins over a templated one in the contract (OpenAPI's
+	// rule), so GET here is 405, not the payment whose merchant_ref is
+	// "precheck": that one is read by id, reference or /v1/status/precheck.
+	s.mux.HandleFunc("GET /v1/payments/precheck", onlyMethods(http.MethodPost))
+	s.handle("GET /v1/payments", read, s.handlePaymentList)
+	s.handle("GET /v1/payments/{id}", read, s.handlePaymentGet)
+	s.handle("POST /v1/payments/{id}/verify", initiate, s.handlePaymentVerify)
+	s.handle("POST /v1/test-helpers/payments/{id}/simulate", initiate, s.handlePaymentSimulate)
+	s.handle("GET /v1/status/{reference}", statusRead, s.handleStatus)
+	s.handle("GET /v1/providers", read, s.handleProviders)
+	s.open("POST /v1/providers/{provider}/notifications", accessProvider, s.throttled(&s.notifyLimits, s.handleProviderNotification))
 
 	// The hosted payment page: the payment URL is the payer's credential;
-	// browser form posts carry no API key and no Idempotency-Key.
+	// browser form posts carry no API key and no Idempotency-Key. Every
+	// route is rate-limited per client address.
 	pages := &checkout.Pages{App: s.App, Logger: s.Logger}
-	s.mux.HandleFunc("GET /checkout/{id}", pages.Show)
-	s.mux.HandleFunc("POST /checkout/{id}/provider", pages.Choose)
-	s.mux.HandleFunc("POST /checkout/{id}/otp", pages.OTP)
-	s.mux.HandleFunc("POST /checkout/{id}/simulate", pages.Simulate)
-	s.mux.HandleFunc("POST /checkout/{id}/cancel", pages.Cancel)
-	s.mux.HandleFunc("GET /checkout/{id}/status", pages.StatusJSON)
-	s.mux.HandleFunc("GET /checkout-assets/{name}", pages.Asset)
-	s.mux.HandleFunc("GET /v1/checkout.js", pages.Script)
+	s.open("GET /checkout/{id}", accessPaymentURL, s.throttled(&s.pageLimits, pages.Show))
+	s.open("POST /checkout/{id}/provider", accessPaymentURL, s.throttled(&s.pageLimits, pages.Choose))
+	s.open("POST /checkout/{id}/otp", accessPaymentURL, s.throttled(&s.pageLimits, pages.OTP))
+	s.open("POST /checkout/{id}/simulate", accessPaymentURL, s.throttled(&s.pageLimits, pages.Simulate))
+	s.open("POST /checkout/{id}/cancel", accessPaymentURL, s.throttled(&s.pageLimits, pages.Cancel))
+	s.open("GET /checkout/{id}/status", accessPaymentURL, s.throttled(&s.pageLimits, pages.StatusJSON))
+	s.open("GET /checkout-assets/{name}", accessNone, s.throttled(&s.pageLimits, pages.Asset))
+	s.open("GET /v1/checkout.js", accessNone, s.throttled(&s.pageLimits, pages.Script))
 
-	s.mux.Handle("GET /v1/balance", s.api(read, s.handleBalance))
-	s.mux.Handle("POST /v1/payouts", s.api(payout, s.handlePayoutCreate))
-	s.mux.Handle("GET /v1/payouts", s.api(read, s.handlePayoutList))
-	s.mux.Handle("GET /v1/payouts/{id}", s.api(read, s.handlePayoutGet))
-	s.mux.Handle("POST /v1/refunds", s.api(initiate, s.handleRefundCreate))
-	s.mux.Handle("GET /v1/refunds/{id}", s.api(read, s.handleRefundGet))
-	s.mux.Handle("POST /v1/payout-requests", s.api(payout, s.handlePayoutRequestCreate))
-	s.mux.Handle("GET /v1/payout-requests", s.api(read, s.handlePayoutRequestList))
-	s.mux.Handle("GET /v1/payout-requests/{id}", s.api(read, s.handlePayoutRequestGet))
-	s.mux.Handle("GET /v1/settlements", s.api(read, s.handleSettlements))
+	s.handle("GET /v1/balance", read, s.handleBalance)
+	s.handle("POST /v1/payouts", payout, s.handlePayoutCreate)
+	s.handle("GET /v1/payouts", read, s.handlePayoutList)
+	s.handle("GET /v1/payouts/{id}", read, s.handlePayoutGet)
+	s.handle("POST /v1/refunds", initiate, s.handleRefundCreate)
+	s.handle("GET /v1/refunds/{id}", read, s.handleRefundGet)
+	s.handle("POST /v1/payout-requests", payout, s.handlePayoutRequestCreate)
+	s.handle("GET /v1/payout-requests", read, s.handlePayoutRequestList)
+	s.handle("GET /v1/payout-requests/{id}", read, s.handlePayoutRequestGet)
+	s.handle("GET /v1/settlements", read, s.handleSettlements)
 
-	s.mux.Handle("POST /v1/webhook-endpoints", s.api(initiate, s.handleWebhookEndpointCreate))
-	s.mux.Handle("GET /v1/webhook-endpoints", s.api(read, s.handleWebhookEndpointList))
-	s.mux.Handle("GET /v1/webhook-endpoints/{id}", s.api(read, s.handleWebhookEndpointGet))
-	s.mux.Handle("DELETE /v1/webhook-endpoints/{id}", s.api(initiate, s.handleWebhookEndpointDelete))
-	s.mux.Handle("POST /v1/webhook-endpoints/{id}/rotate-secret", s.api(initiate, s.handleWebhookEndpointRotate))
-	s.mux.Handle("POST /v1/webhooks/test", s.api(initiate, s.handleWebhookTest))
-	s.mux.Handle("GET /v1/webhooks/callback-secret", s.api(initiate, s.handleCallbackSecret))
-	s.mux.Handle("GET /v1/events", s.api(read, s.handleEventList))
-	s.mux.Handle("GET /v1/events/{id}", s.api(read, s.handleEventGet))
-	s.mux.Handle("POST /v1/events/{id}/redeliver", s.api(initiate, s.handleEventRedeliver))
+	s.handle("POST /v1/webhook-endpoints", hooksWrite, s.handleWebhookEndpointCreate)
+	s.handle("GET /v1/webhook-endpoints", hooksRead, s.handleWebhookEndpointList)
+	s.handle("GET /v1/webhook-endpoints/{id}", hooksRead, s.handleWebhookEndpointGet)
+	s.handle("DELETE /v1/webhook-endpoints/{id}", hooksWrite, s.handleWebhookEndpointDelete)
+	s.handle("POST /v1/webhook-endpoints/{id}/rotate-secret", hooksWrite, s.handleWebhookEndpointRotate)
+	s.handle("POST /v1/webhooks/test", hooksWrite, s.handleWebhookTest)
+	s.handle("GET /v1/webhooks/callback-secret", hooksWrite, s.handleCallbackSecret)
+	s.handle("GET /v1/webhooks/listen-secret", hooksRead, s.handleListenSecret)
+	s.handle("GET /v1/events", read, s.handleEventList)
+	s.handle("GET /v1/events/stream", read, s.handleEventStream)
+	s.handle("POST /v1/events/redeliver", hooksWrite, s.handleEventsRedeliver)
+	s.handle("GET /v1/events/{id}", read, s.handleEventGet)
+	s.handle("POST /v1/events/{id}/redeliver", hooksWrite, s.handleEventRedeliver)
 
-	s.mux.Handle("GET /v1/disputes", s.api(read, s.handleDisputeList))
-	s.mux.Handle("GET /v1/disputes/{id}", s.api(read, s.handleDisputeGet))
-	s.mux.Handle("POST /v1/disputes/{id}/respond", s.api(initiate, s.handleDisputeRespond))
-	s.mux.Handle("POST /v1/payments/{id}/splits", s.api(initiate, s.handleSplitCreate))
-	s.mux.Handle("GET /v1/payments/{id}/splits", s.api(read, s.handleSplitList))
-	s.mux.Handle("POST /v1/subscriptions", s.api(initiate, s.handleSubscriptionCreate))
-	s.mux.Handle("GET /v1/subscriptions", s.api(read, s.handleSubscriptionList))
-	s.mux.Handle("GET /v1/subscriptions/{id}", s.api(read, s.handleSubscriptionGet))
-	s.mux.Handle("POST /v1/subscriptions/{id}/cancel", s.api(initiate, s.subscriptionCancel(false)))
-	s.mux.Handle("POST /v1/subscriptions/{id}/cancel-at-period-end", s.api(initiate, s.subscriptionCancel(true)))
-	s.mux.Handle("GET /v1/customers", s.api(read, s.handleCustomerList))
-	s.mux.Handle("GET /v1/customers/{id}", s.api(read, s.handleCustomerGet))
+	s.handle("GET /v1/disputes", read, s.handleDisputeList)
+	s.handle("GET /v1/disputes/{id}", read, s.handleDisputeGet)
+	s.handle("POST /v1/disputes/{id}/respond", initiate, s.handleDisputeRespond)
+	s.handle("POST /v1/payments/{id}/splits", initiate, s.handleSplitCreate)
+	s.handle("GET /v1/payments/{id}/splits", read, s.handleSplitList)
+	s.handle("POST /v1/subscriptions", initiate, s.handleSubscriptionCreate)
+	s.handle("GET /v1/subscriptions", read, s.handleSubscriptionList)
+	s.handle("GET /v1/subscriptions/{id}", read, s.handleSubscriptionGet)
+	s.handle("POST /v1/subscriptions/{id}/cancel", initiate, s.subscriptionCancel(false))
+	s.handle("POST /v1/subscriptions/{id}/cancel-at-period-end", initiate, s.subscriptionCancel(true))
+	s.handle("GET /v1/customers", read, s.handleCustomerList)
+	s.handle("GET /v1/customers/{id}", read, s.handleCustomerGet)
 
-	s.mux.Handle("POST /v1/plans", s.api(initiate, s.handlePlanCreate))
-	s.mux.Handle("GET /v1/plans", s.api(read, s.handlePlanList))
-	s.mux.Handle("GET /v1/plans/{id}", s.api(read, s.handlePlanGet))
-	s.mux.Handle("POST /v1/plans/{id}/deactivate", s.api(initiate, s.handlePlanDeactivate))
+	s.handle("POST /v1/plans", initiate, s.handlePlanCreate)
+	s.handle("GET /v1/plans", read, s.handlePlanList)
+	s.handle("GET /v1/plans/{id}", read, s.handlePlanGet)
+	s.handle("POST /v1/plans/{id}/deactivate", initiate, s.handlePlanDeactivate)
 }
 
 // routes lists every route of the operator API (the admin listener).
 func (a *Admin) routes() {
-	a.mux.HandleFunc("GET /healthz", a.API.handleHealthz)
-	a.mux.HandleFunc("GET /readyz", a.API.handleReadyz)
+	a.open("GET /healthz", a.API.handleHealthz)
+	a.open("GET /readyz", a.API.handleReadyz)
 	if a.Metrics != nil {
-		a.mux.Handle("GET /metrics", a.Metrics)
+		a.open("GET /metrics", a.Metrics.ServeHTTP)
 	}
-	a.mux.HandleFunc("POST /admin/v1/payout-requests/{id}/{action}", a.operator(a.handlePayoutRequestMove))
-	a.mux.HandleFunc("POST /admin/v1/payments/{id}/mark-refunded", a.operator(a.handleMarkRefunded))
-	a.mux.HandleFunc("GET /admin/v1/ledger/check", a.operator(a.handleLedgerCheck))
-	a.mux.HandleFunc("POST /admin/v1/disputes", a.operator(a.handleDisputeOpen))
-	a.mux.HandleFunc("POST /admin/v1/disputes/{id}/decide", a.operator(a.handleDisputeDecide))
+	a.handle("POST /admin/v1/payout-requests/{id}/{action}", a.handlePayoutRequestMove)
+	a.handle("POST /admin/v1/payments/{id}/mark-refunded", a.handleMarkRefunded)
+	a.handle("GET /admin/v1/ledger/check", a.handleLedgerCheck)
+	a.handle("POST /admin/v1/disputes", a.handleDisputeOpen)
+	a.handle("POST /admin/v1/disputes/{id}/decide", a.handleDisputeDecide)
+	a.handle("GET /admin/v1/audit-log", a.handleAuditLog)
+	// The operator console: pages behind a session cookie, on the same
+	// App commands as the routes above (internal/console lists them).
+	for _, p := range a.Console.Register(a.mux) {
+		a.registry = append(a.registry, Route{Pattern: p, Access: "operator console session (signed in with an operator token)"})
+	}
+}
+
+// handle registers an operator action behind its token.
+func (a *Admin) handle(pattern string, h http.HandlerFunc) {
+	a.registry = append(a.registry, Route{Pattern: pattern, Access: "operator token"})
+	a.mux.HandleFunc(pattern, a.operator(h))
+}
+
+// open registers an admin route without a token (health, metrics: the
+// listener is on loopback by default).
+func (a *Admin) open(pattern string, h http.HandlerFunc) {
+	a.registry = append(a.registry, Route{Pattern: pattern, Access: "none (admin listener)"})
+	a.mux.HandleFunc(pattern, h)
+}
+
+// Routes lists the admin listener's routes in registration order.
+func (a *Admin) Routes() []Route { return append([]Route(nil), a.registry...) }
+
+// Route is one route of the API as docs/security.md lists it.
+type Route struct {
+	// Pattern is the method and path, as registered.
+	Pattern string
+	// Access is who may call it: "secret", "publishable or secret", or for
+	// routes without an API key, what authenticates them.
+	Access string
+	// Scopes a secret key must carry, all of them.
+	Scopes []xaalis.Scope
+}
+
+// Routes lists the API's routes in registration order, for the docs.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.registry...) }
+
+// onlyMethods answers 405 method_not_allowed with Allow: methods.
+func onlyMethods(methods ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		Error(w, r, &xaalis.Error{Code: xaalis.EMethodNotAllowed, Allow: methods})
+	}
+}
+
+// What authenticates a route without an API key.
+const (
+	accessNone       = "none (public)"
+	accessPaymentURL = "none: the payment URL is the payer's credential; rate-limited per client address"
+	accessProvider   = "the provider's signature; rate-limited per client address"
+)
+
+// handle registers an API route behind its key, scopes and, for mutating
+// methods unless it changes nothing, Idempotency-Key.
+func (s *Server) handle(pattern string, ra routeAuth, h http.HandlerFunc) {
+	access := "secret key"
+	if ra.publishable {
+		access = "publishable or secret key"
+	}
+	if ra.changesNothing {
+		access += "; no Idempotency-Key (it changes nothing)"
+	}
+	s.registry = append(s.registry, Route{Pattern: pattern, Access: access, Scopes: ra.scopes})
+	s.mux.Handle(pattern, s.api(ra, h))
+}
+
+// open registers a route that takes no API key.
+func (s *Server) open(pattern, access string, h http.HandlerFunc) {
+	s.registry = append(s.registry, Route{Pattern: pattern, Access: access})
+	s.mux.HandleFunc(pattern, h)
 }

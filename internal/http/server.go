@@ -30,8 +30,43 @@ type Config struct {
 	// IdempotencyLease is how long a claimed key stays exclusive when its
 	// request never finishes (the process died).
 	IdempotencyLease time.Duration
+	// IdempotencyQuotaPublishable is the quota of new Idempotency-Keys of
+	// publishable keys, counted apart from secret keys' so that a public
+	// key can never spend the merchant's server quota; 0 disables it.
+	IdempotencyQuotaPublishable int
 	// MaxBodyBytes bounds request bodies.
 	MaxBodyBytes int64
+	// PageRateLimit and PageRateBurst limit the hosted payment page per
+	// client address (requests a second, burst); NotifyRateLimit and
+	// NotifyRateBurst limit provider notifications the same way. A limit
+	// of 0 is none.
+	PageRateLimit   float64
+	PageRateBurst   int
+	NotifyRateLimit float64
+	NotifyRateBurst int
+
+	// The event stream (GET /v1/events/stream): how often it reads new
+	// events, the idle time after which it sends a keep-alive comment, how
+	// long a client may take to accept one message before it is
+	// disconnected, and how many events it reads (and holds) at once.
+	StreamPoll         time.Duration
+	StreamKeepAlive    time.Duration
+	StreamWriteTimeout time.Duration
+	StreamBatch        int
+	// TrustedProxies are the proxies whose X-Forwarded-For (or Forwarded)
+	// is believed, walking right to left past them; empty: the client is
+	// the TCP peer and those headers are ignored.
+	TrustedProxies []netip.Prefix
+	// AuthFailureLimit is how many invalid API keys (or operator tokens)
+	// one client address may send per AuthFailureWindow before the next
+	// ones answer 429; 0 disables the limit. Past AuthFailureSlowAfter
+	// failures in the window, each further 401 waits AuthFailureDelay more,
+	// at most AuthFailureMaxDelay.
+	AuthFailureLimit     int
+	AuthFailureWindow    time.Duration
+	AuthFailureSlowAfter int
+	AuthFailureDelay     time.Duration
+	AuthFailureMaxDelay  time.Duration
 }
 
 // DefaultConfig is the configuration `xaalis serve` starts with.
@@ -39,8 +74,15 @@ func DefaultConfig() Config {
 	return Config{
 		RateLimit: 100, RateBurst: 200,
 		IdempotencyQuota: 10_000, IdempotencyQuotaWindow: time.Hour,
-		IdempotencyLease: 2 * time.Minute,
-		MaxBodyBytes:     1 << 20,
+		IdempotencyQuotaPublishable: 2_000,
+		IdempotencyLease:            2 * time.Minute,
+		MaxBodyBytes:                1 << 20,
+		PageRateLimit:               10, PageRateBurst: 60,
+		NotifyRateLimit: 50, NotifyRateBurst: 100,
+		StreamPoll: 500 * time.Millisecond, StreamKeepAlive: 15 * time.Second,
+		StreamWriteTimeout: 10 * time.Second, StreamBatch: 100,
+		AuthFailureLimit: 20, AuthFailureWindow: 10 * time.Minute,
+		AuthFailureSlowAfter: 5, AuthFailureDelay: 50 * time.Millisecond, AuthFailureMaxDelay: 500 * time.Millisecond,
 	}
 }
 
@@ -53,8 +95,16 @@ type Server struct {
 	OpenAPI []byte
 
 	mux      *http.ServeMux
+	registry []Route
 	limiters limiters
-	metrics  *metrics
+	// Per client address, for the routes without an API key.
+	pageLimits, notifyLimits limiters
+	metrics                  *metrics
+	// streamsCtx ends with StopStreams.
+	streamsCtx  context.Context
+	stopStreams context.CancelFunc
+	// Addresses past the failed-auth limit, until their window ends.
+	authBlocked blockList
 }
 
 // NewServer builds the API over app. reg may be nil; when set, request
@@ -62,7 +112,10 @@ type Server struct {
 func NewServer(app *xaalis.App, logger *slog.Logger, cfg Config, openapi []byte, reg prometheus.Registerer) *Server {
 	s := &Server{App: app, Logger: logger, Config: cfg, OpenAPI: openapi, mux: http.NewServeMux()}
 	s.limiters.m = map[string]*limiterEntry{}
+	s.pageLimits.m = map[string]*limiterEntry{}
+	s.notifyLimits.m = map[string]*limiterEntry{}
 	s.metrics = newMetrics(reg)
+	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.routes()
 	return s
 }
@@ -75,6 +128,7 @@ const (
 	ctxPrincipal
 	ctxIdempotency
 	ctxAccess
+	ctxClient
 )
 
 func requestID(ctx context.Context) string {
@@ -100,6 +154,8 @@ func principal(r *http.Request) *xaalis.Principal {
 type access struct {
 	merchantID string
 	keyID      string
+	// operatorTokenID: the operator token of an admin request.
+	operatorTokenID string
 }
 
 // ServeHTTP gives every request an id, recovers panics, logs one line and
@@ -113,7 +169,10 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 	rid := "req_" + xaalis.RandomString(24, keyAlphabet)
 	w.Header().Set("X-Request-Id", rid)
 	acc := &access{}
+	peer := peerAddr(r)
+	client := clientAddr(peer, r.Header, s.Config.TrustedProxies)
 	ctx := context.WithValue(r.Context(), ctxRequestID, rid)
+	ctx = context.WithValue(ctx, ctxClient, client)
 	ctx = context.WithValue(ctx, ctxLogger, s.Logger)
 	ctx = context.WithValue(ctx, ctxAccess, acc)
 	r = r.WithContext(ctx)
@@ -139,7 +198,7 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 		}
 		d := time.Since(start)
 		s.metrics.observe(pattern, sw.status, d)
-		s.Logger.LogAttrs(ctx, slog.LevelInfo, "request",
+		attrs := []slog.Attr{
 			slog.String("request_id", rid),
 			slog.String("method", r.Method),
 			slog.String("route", pattern),
@@ -150,8 +209,14 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 			slog.Float64("latency_ms", float64(d.Microseconds())/1000),
 			slog.String("merchant_id", acc.merchantID),
 			slog.String("key_id", acc.keyID),
-			slog.String("remote_ip", clientIP(r).String()),
-		)
+			slog.String("operator_token_id", acc.operatorTokenID),
+			slog.String("remote_ip", client.String()),
+		}
+		if client != peer {
+			// Behind a trusted proxy: which one passed the request on.
+			attrs = append(attrs, slog.String("proxy_ip", peer.String()))
+		}
+		s.Logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 	}()
 	h.ServeHTTP(sw, r)
 }
@@ -208,15 +273,14 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// clientIP is the TCP peer's address. Proxies are not trusted: behind one,
-// terminate it in front of a listener the proxy alone can reach.
+// clientIP is the request's client address, derived once per request from
+// the TCP peer and, behind a trusted proxy, its forwarding headers
+// (clientAddr). Every use of the client's address reads it here.
 func clientIP(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		a, _ := netip.ParseAddr(r.RemoteAddr)
-		return a.Unmap()
+	if a, ok := r.Context().Value(ctxClient).(netip.Addr); ok {
+		return a
 	}
-	return ap.Addr().Unmap()
+	return peerAddr(r)
 }
 
 const keyAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

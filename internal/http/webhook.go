@@ -22,12 +22,22 @@ func (s *Server) handleWebhookEndpointCreate(w http.ResponseWriter, r *http.Requ
 }
 
 func (s *Server) handleWebhookEndpointList(w http.ResponseWriter, r *http.Request) {
+	page, err := pageRequest(r)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("per_page") == "" {
+		page.PerPage = xaalis.MaxWebhookEndpoints // all of them on one page
+	}
 	list, err := s.App.WebhookEndpoints(r.Context(), principal(r))
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.list(w, r, list, xaalis.NewPagination(xaalis.PageRequest{Page: 1, PerPage: xaalis.MaxWebhookEndpoints}, len(list)))
+	pg := xaalis.NewPagination(page, len(list))
+	list = list[min(len(list), page.Offset()):min(len(list), page.Offset()+page.PerPage)]
+	s.list(w, r, list, pg)
 }
 
 func (s *Server) handleWebhookEndpointGet(w http.ResponseWriter, r *http.Request) {

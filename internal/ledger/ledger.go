@@ -18,7 +18,10 @@ import (
 
 // Merchant buckets.
 const (
-	// Available is what the merchant may pay out or refund now.
+	// Available is what the merchant may pay out now. It may be negative:
+	// a debt, left by a refund or a chargeback larger than what was
+	// available (entries with AllowDebt), and recovered from the next
+	// credits. Nothing else may take it below zero.
 	Available = "available"
 	// Pending is what payments still pending should bring (a memo, offset
 	// by the provider's Expected account).
@@ -52,11 +55,25 @@ func Fees(mode string) string { return mode + ":xaalis:fees:earned" }
 // World is money that left the system: bank transfers of settlements.
 func World(mode string) string { return mode + ":world:external:settled" }
 
-// NonNegative reports whether an account may never go below zero: a
-// merchant's available and reserved money.
+// NonNegative reports whether an account may never go below zero, which
+// the database itself enforces: a merchant's reserved money.
 func NonNegative(account string) bool {
-	return strings.Contains(account, ":merchant:") &&
-		(strings.HasSuffix(account, ":"+Available) || strings.HasSuffix(account, ":"+Reserved))
+	return strings.Contains(account, ":merchant:") && strings.HasSuffix(account, ":"+Reserved)
+}
+
+// MayOwe reports whether an account may go below zero only through an
+// entry that allows debt (Entry.AllowDebt): a merchant's available money.
+// A credit to it is always allowed, so a debt is recovered from the next
+// credits; any other debit must leave it at zero or more.
+func MayOwe(account string) bool {
+	return strings.Contains(account, ":merchant:") && strings.HasSuffix(account, ":"+Available)
+}
+
+// Overdrawn reports whether one of an entry's debits leaves a MayOwe
+// account below zero when the entry does not allow debt: balance is the
+// account's balance after the entry, delta what the entry added to it.
+func (e *Entry) Overdrawn(account string, delta, balance int64) bool {
+	return !e.AllowDebt && MayOwe(account) && delta < 0 && balance < 0
 }
 
 // Posting moves Amount (minor units, signed) into Account.
@@ -78,12 +95,17 @@ type Entry struct {
 	RefID     string
 	Postings  []Posting
 	CreatedAt time.Time
+	// AllowDebt lets the entry take a merchant's available balance below
+	// zero: refunds and chargebacks, which the merchant owes whatever its
+	// balance. Not stored: the check happens as the entry is posted.
+	AllowDebt bool
 }
 
 // ErrUnbalanced: an entry's postings do not sum to zero.
 var ErrUnbalanced = errors.New("ledger: entry does not sum to zero")
 
-// ErrNegative: a posting would take a non-negative account below zero.
+// ErrNegative: a posting would take a non-negative account below zero, or
+// a merchant's available balance below zero in an entry without AllowDebt.
 var ErrNegative = errors.New("ledger: a non-negative account would go below zero")
 
 // Validate checks an entry: at least two postings, none zero, every

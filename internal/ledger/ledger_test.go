@@ -32,16 +32,41 @@ func TestValidate(t *testing.T) {
 }
 
 func TestNonNegative(t *testing.T) {
-	for acc, want := range map[string]bool{
-		ledger.Merchant("live", "m1", ledger.Available):       true,
-		ledger.Merchant("live", "m1", ledger.Reserved):        true,
-		ledger.Merchant("live", "m1", ledger.Pending):         false,
-		ledger.Provider("live", "channel_a", ledger.Clearing): false,
-		ledger.Fees("live"):  false,
-		ledger.World("live"): false,
+	for acc, want := range map[string][2]bool{ // NonNegative, MayOwe
+		ledger.Merchant("live", "m1", ledger.Available):       {false, true},
+		ledger.Merchant("live", "m1", ledger.Reserved):        {true, false},
+		ledger.Merchant("live", "m1", ledger.Pending):         {false, false},
+		ledger.Provider("live", "channel_a", ledger.Clearing): {false, false},
+		ledger.Fees("live"):  {false, false},
+		ledger.World("live"): {false, false},
 	} {
-		if got := ledger.NonNegative(acc); got != want {
-			t.Errorf("%s: %v", acc, got)
+		if got := [2]bool{ledger.NonNegative(acc), ledger.MayOwe(acc)}; got != want {
+			t.Errorf("%s: NonNegative, MayOwe = %v, want %v", acc, got, want)
+		}
+	}
+}
+
+// TestOverdrawn: only a debit without AllowDebt may not leave a
+// merchant's available below zero; credits always pass (they recover a
+// debt), and other accounts are not judged here.
+func TestOverdrawn(t *testing.T) {
+	avail := ledger.Merchant("test", "m", ledger.Available)
+	plain, debt := &ledger.Entry{}, &ledger.Entry{AllowDebt: true}
+	for _, c := range []struct {
+		e              *ledger.Entry
+		acc            string
+		delta, balance int64
+		want           bool
+	}{
+		{plain, avail, -100, -1, true},
+		{plain, avail, -100, 0, false},
+		{plain, avail, 50, -50, false}, // a credit that recovers part of a debt
+		{debt, avail, -100, -100, false},
+		{plain, ledger.Merchant("test", "m", ledger.Pending), -100, -100, false},
+		{plain, ledger.World("test"), -100, -100, false},
+	} {
+		if got := c.e.Overdrawn(c.acc, c.delta, c.balance); got != c.want {
+			t.Errorf("AllowDebt=%v %s %+d → %d: %v, want %v", c.e.AllowDebt, c.acc, c.delta, c.balance, got, c.want)
 		}
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -20,131 +22,222 @@ var epoch = time.Unix(0, 0).UTC()
 // so two rounds suffice in practice.
 const claimAttempts = 5
 
+// IdempotencyKey reads a key's row without writing or locking.
+func (s *Store) IdempotencyKey(ctx context.Context, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
+	return readKey(ctx, s.pool, s.box, sc, "")
+}
+
+// readKey reads a key's row; a sealed stored answer is opened with box.
+func readKey(ctx context.Context, q querier, box xaalis.SecretBox, sc xaalis.IdempotencyScope, lock string) (*xaalis.IdempotencyRecord, error) {
+	var (
+		r          xaalis.IdempotencyRecord
+		state      string
+		status     *int
+		ctype, loc *string
+		body       []byte
+		owner      *string
+	)
+	// The owner's heartbeat comes with the key: whether its holder still
+	// runs is decided from this one read.
+	err := q.QueryRow(ctx, `SELECT k.fingerprint, k.state, k.locked_until, k.expires_at, k.response_status,
+		k.response_content_type, k.response_location, k.response_body, k.token, k.instance_id, i.heartbeat_at
+		FROM idempotency_keys k LEFT JOIN server_instances i ON i.id = k.instance_id
+		WHERE k.merchant_id = $1 AND k.mode = $2 AND k.key_type = $3 AND k.key = $4`+lock,
+		sc.MerchantID, sc.Mode, sc.KeyType, sc.Key).
+		Scan(&r.Fingerprint, &state, &r.LockedUntil, &r.ExpiresAt, &status, &ctype, &loc, &body, &r.Token, &owner, &r.OwnerHeartbeat)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, xaalis.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read idempotency key: %w", err)
+	}
+	r.LockedUntil, r.ExpiresAt, r.OwnerHeartbeat = r.LockedUntil.UTC(), r.ExpiresAt.UTC(), utcPtr(r.OwnerHeartbeat)
+	if owner != nil {
+		r.Owner = *owner
+	}
+	if r.Done = state == "done"; r.Done {
+		var err error
+		if body, err = openAnswer(box, sc, body); err != nil {
+			return nil, err
+		}
+		r.Response = &xaalis.StoredResponse{Body: body}
+		if status != nil {
+			r.Response.Status = *status
+		}
+		if ctype != nil {
+			r.Response.ContentType = *ctype
+		}
+		if loc != nil {
+			r.Response.Location = *loc
+		}
+	}
+	return &r, nil
+}
+
 // ClaimIdempotency claims a key for one request in its own transaction.
-//
-// The key's row is read FOR UPDATE, so claimers of an existing key take
-// turns. A new key is inserted ON CONFLICT DO NOTHING: when two claimers
-// insert the same new key, the second waits for the first to commit, finds
-// the conflict, and reads the row again, which it then answers as in flight,
-// replay or conflict.
 func (s *Store) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
 	var out xaalis.ClaimResult
-	err := s.Update(ctx, func(xtx xaalis.Tx) error {
-		tx := xtx.(*Tx).tx
-		for range claimAttempts {
-			done, err := claimExisting(ctx, tx, c, &out)
-			if err != nil || done {
-				return err
-			}
-			tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key, fingerprint, token, state,
-				locked_until, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, 'in_flight', $6, $7, $8)
-				ON CONFLICT (merchant_id, mode, key) DO NOTHING`,
-				c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key, c.Fingerprint, c.Token, c.Now.Add(c.Lease),
-				c.Now, c.Now.Add(xaalis.IdempotencyTTL))
-			if err != nil {
-				return fmt.Errorf("insert idempotency key: %w", err)
-			}
-			if tag.RowsAffected() == 0 {
-				continue // a concurrent claimer made the key first: read its row
-			}
-			// Only a key this claim made counts against the quota.
-			if c.QuotaLimit > 0 {
-				start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
-				var n int
-				if err := tx.QueryRow(ctx, `INSERT INTO idempotency_quota (merchant_id, mode, window_start, count)
-					VALUES ($1, $2, $3, 1) ON CONFLICT (merchant_id, mode, window_start)
-					DO UPDATE SET count = idempotency_quota.count + 1 RETURNING count`,
-					c.Scope.MerchantID, c.Scope.Mode, start).Scan(&n); err != nil {
-					return fmt.Errorf("count idempotency quota: %w", err)
-				}
-				if n > c.QuotaLimit {
-					out = xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: start.Add(c.QuotaWindow).Sub(c.Now)}
-					return errQuota
-				}
-			}
-			out = xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}
-			return nil
-		}
-		return errors.New("claim idempotency key: the key keeps changing under concurrent claims")
+	err := s.Update(ctx, func(xtx xaalis.Tx) (err error) {
+		out, err = xtx.ClaimIdempotency(ctx, c)
+		return err
 	})
-	if errors.Is(err, errQuota) {
-		return out, nil // rolled back: a refused key does not count
+	if r := (*xaalis.ClaimRefused)(nil); errors.As(err, &r) {
+		return r.Result, nil // rolled back: a refused key does not count
 	}
 	return out, err
 }
 
-var errQuota = errors.New("idempotency quota exceeded")
+// quotaShardFrom is the smallest quota counted in shards. A quota in
+// shards is exact for keys claimed one after the other; keys claimed at
+// the same moment each see the others' shards as last committed, so the
+// last keys of a window may pass it by as many as the transactions in
+// flight together (at most the connections of every process: a few dozen
+// against a quota of thousands). A smaller quota has one row, exact
+// under any concurrency: its transactions take turns.
+const quotaShardFrom = 1024
 
-// claimExisting locks the key's row and answers the claim from it. It
-// reports false when there is no live row (an expired one is deleted), so
-// the key is new.
-func claimExisting(ctx context.Context, tx pgx.Tx, c xaalis.Claim, out *xaalis.ClaimResult) (bool, error) {
-	var (
-		fp          []byte
-		state       string
-		lockedUntil time.Time
-		expiresAt   time.Time
-		status      *int
-		ctype, loc  *string
-		body        []byte
-	)
-	err := tx.QueryRow(ctx, `SELECT fingerprint, state, locked_until, expires_at, response_status,
-		response_content_type, response_location, response_body FROM idempotency_keys
-		WHERE merchant_id = $1 AND mode = $2 AND key = $3 FOR UPDATE`, c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key).
-		Scan(&fp, &state, &lockedUntil, &expiresAt, &status, &ctype, &loc, &body)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+// quotaShard is the shard a new key counts in.
+func quotaShard(c xaalis.Claim) int16 {
+	if c.QuotaLimit < quotaShardFrom {
+		return 0
 	}
-	if err != nil {
-		return false, fmt.Errorf("read idempotency key: %w", err)
-	}
-	// Stored times have microseconds; compare at that precision, as SQLite does.
-	now := c.Now.Truncate(time.Microsecond)
-	if !expiresAt.After(now) {
-		// Past its 24 hours the key is forgotten and may be used anew.
-		if _, err := tx.Exec(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = $1 AND mode = $2 AND key = $3`,
-			c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key); err != nil {
-			return false, fmt.Errorf("delete expired idempotency key: %w", err)
-		}
-		return false, nil
-	}
-	switch {
-	case !bytes.Equal(fp, c.Fingerprint):
-		*out = xaalis.ClaimResult{Outcome: xaalis.ClaimConflict}
-	case state == "done":
-		r := &xaalis.StoredResponse{Body: body}
-		if status != nil {
-			r.Status = *status
-		}
-		if ctype != nil {
-			r.ContentType = *ctype
-		}
-		if loc != nil {
-			r.Location = *loc
-		}
-		*out = xaalis.ClaimResult{Outcome: xaalis.ClaimReplay, Response: r}
-	case lockedUntil.After(now):
-		*out = xaalis.ClaimResult{Outcome: xaalis.ClaimInFlight}
-	default:
-		// The holder died before its action committed: take the key over.
-		if _, err := tx.Exec(ctx, `UPDATE idempotency_keys SET token = $1, locked_until = $2
-			WHERE merchant_id = $3 AND mode = $4 AND key = $5`, c.Token, c.Now.Add(c.Lease),
-			c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key); err != nil {
-			return false, fmt.Errorf("take over idempotency key: %w", err)
-		}
-		*out = xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}
-	}
-	return true, nil
+	h := fnv.New32a()
+	h.Write([]byte(c.Scope.Key))
+	return int16(h.Sum32() % hotShards)
 }
 
-func completeIdempotency(ctx context.Context, q querier, s xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	tag, err := q.Exec(ctx, `UPDATE idempotency_keys SET state = 'done', locked_until = $1, response_status = $2,
-		response_content_type = $3, response_location = $4, response_body = $5
-		WHERE merchant_id = $6 AND mode = $7 AND key = $8 AND token = $9 AND state = 'in_flight'`,
-		epoch, r.Status, r.ContentType, r.Location, r.Body, s.MerchantID, s.Mode, s.Key, token)
-	if err != nil {
-		return fmt.Errorf("complete idempotency key: %w", err)
+// The SQLSTATEs xaalis_raise raises (migration 00013) to stop a COMMIT.
+const (
+	quotaExceededCode = "XQ001"
+	claimLostCode     = "XQ002"
+)
+
+// commitRefusal turns the commit of a transaction whose new key went past
+// the quota into the claim's refusal, and one whose claim was lost into
+// ErrClaimLost.
+func (t *Tx) commitRefusal(err error) error {
+	pe := (*pgconn.PgError)(nil)
+	switch {
+	case !errors.As(err, &pe):
+		return nil
+	case pe.Code == quotaExceededCode:
+		return &xaalis.ClaimRefused{Result: xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: t.quotaRetry}}
+	case pe.Code == claimLostCode:
+		return xaalis.ErrClaimLost
 	}
+	return nil
+}
+
+// ClaimIdempotency claims a key inside the command's transaction.
+//
+// The key's row is read FOR UPDATE, so claimers of an existing key take
+// turns. A new key is inserted ON CONFLICT DO NOTHING: when two claimers
+// insert the same new key, the second waits for the first's transaction
+// to end, finds the conflict, and reads the row again, which it then
+// answers as in flight, replay or conflict. On ClaimQuotaExceeded the
+// count was taken: the caller rolls back.
+func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
+	tx := t.tx
+	for range claimAttempts {
+		// The insert first: a new key (the common case, the request having
+		// found none) costs no read. A conflict waits for the transaction
+		// that holds the key to end, then the row answers.
+		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state,
+			locked_until, created_at, expires_at, instance_id) VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', $7, $8, $9, $10)
+			ON CONFLICT (merchant_id, mode, key_type, key) DO NOTHING`,
+			c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, c.Now.Add(c.Lease),
+			c.Now, c.Now.Add(xaalis.IdempotencyTTL), nullString(c.Instance))
+		if err != nil {
+			return xaalis.ClaimResult{}, fmt.Errorf("insert idempotency key: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			// Only a key this claim made counts against the quota, at
+			// COMMIT (its row is hot): past the limit the statement raises
+			// quotaExceededCode and the transaction rolls back, answered
+			// as ClaimQuotaExceeded (Tx.quotaRefusal).
+			if c.QuotaLimit > 0 {
+				start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
+				t.quotaRetry = start.Add(c.QuotaWindow).Sub(c.Now)
+				t.tx.quota = &queued{op: "count idempotency quota", sql: `WITH up AS (
+						INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, shard, count)
+						VALUES ($1, $2, $3, $4, $6, 1) ON CONFLICT (merchant_id, mode, key_type, window_start, shard)
+						DO UPDATE SET count = idempotency_quota.count + 1 RETURNING count)
+					SELECT CASE WHEN (SELECT count FROM up) + coalesce((SELECT sum(count) FROM idempotency_quota
+							WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND window_start = $4 AND shard <> $6), 0) > $5
+						THEN xaalis_raise('` + quotaExceededCode + `', 'idempotency quota exceeded') ELSE 0 END`,
+					args: []any{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, start, int64(c.QuotaLimit), quotaShard(c)}}
+			}
+			return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
+		}
+		// OF k: the owner's instance row, joined, stays free for its
+		// heartbeats.
+		rec, err := readKey(ctx, tx, t.box, c.Scope, " FOR UPDATE OF k")
+		if errors.Is(err, xaalis.ErrNotFound) {
+			continue // the holder rolled back between the two statements
+		}
+		if err != nil {
+			return xaalis.ClaimResult{}, err
+		}
+		out := rec.Outcome(c)
+		switch {
+		case out.Outcome != xaalis.ClaimAcquired:
+			return out, nil
+		case !rec.ExpiresAt.After(c.Now.Truncate(time.Microsecond)):
+			// Past its 24 hours the key is forgotten and may be used anew.
+			if _, err := tx.Exec(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND key = $4`,
+				c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key); err != nil {
+				return xaalis.ClaimResult{}, fmt.Errorf("delete expired idempotency key: %w", err)
+			}
+		default:
+			// The holder is gone before its action committed: take the key
+			// over. The command then resumes from its last committed step.
+			if _, err := tx.Exec(ctx, `UPDATE idempotency_keys SET token = $1, locked_until = $2, instance_id = $7
+				WHERE merchant_id = $3 AND mode = $4 AND key_type = $5 AND key = $6`, c.Token, c.Now.Add(c.Lease),
+				c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, nullString(c.Instance)); err != nil {
+				return xaalis.ClaimResult{}, fmt.Errorf("take over idempotency key: %w", err)
+			}
+			return out, nil
+		}
+	}
+	return xaalis.ClaimResult{}, errors.New("claim idempotency key: the key keeps changing under concurrent claims")
+}
+
+// openAnswer returns a stored answer in clear: sealed ones (answers that
+// show a secret) are opened.
+func openAnswer(box xaalis.SecretBox, sc xaalis.IdempotencyScope, body []byte) ([]byte, error) {
+	if !bytes.HasPrefix(body, []byte(xaalis.SealedPrefix)) {
+		return body, nil
+	}
+	v, err := xaalis.OpenSecret(box, string(body), xaalis.IdempotencyAAD(sc))
+	if err != nil {
+		return nil, fmt.Errorf("stored answer: %w", err)
+	}
+	return []byte(v), nil
+}
+
+// completion is the statement that stores a claim's answer; its tag
+// says whether the claim was still the caller's.
+func completion(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) (string, []any, error) {
+	body := r.Body
+	if r.Secret && box != nil {
+		kid, err := currentSecretKey(ctx, q, box)
+		if err != nil {
+			return "", nil, err
+		}
+		sealed, err := box.Seal(kid, body, xaalis.IdempotencyAAD(s))
+		if err != nil {
+			return "", nil, fmt.Errorf("seal stored answer: %w", err)
+		}
+		body = []byte(sealed)
+	}
+	return `UPDATE idempotency_keys SET state = 'done', locked_until = $1, response_status = $2,
+		response_content_type = $3, response_location = $4, response_body = $5
+		WHERE merchant_id = $6 AND mode = $7 AND key_type = $8 AND key = $9 AND token = $10 AND state = 'in_flight'`,
+		[]any{epoch, r.Status, r.ContentType, r.Location, body, s.MerchantID, s.Mode, s.KeyType, s.Key, token}, nil
+}
+
+// claimKept fails a completion that found its claim gone.
+func claimKept(tag pgconn.CommandTag) error {
 	if tag.RowsAffected() == 0 {
 		return xaalis.ErrClaimLost
 	}
@@ -153,19 +246,35 @@ func completeIdempotency(ctx context.Context, q querier, s xaalis.IdempotencySco
 
 // CompleteIdempotency stores the response of a claim in its own transaction.
 func (s *Store) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	return completeIdempotency(ctx, s.pool, sc, token, r)
+	sql, args, err := completion(ctx, s.pool, s.box, sc, token, r)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("complete idempotency key: %w", err)
+	}
+	return claimKept(tag)
 }
 
-// CompleteIdempotency stores the response of a claim with the command.
+// CompleteIdempotency stores the response of a claim with the command: it
+// goes with the COMMIT, and a claim found lost fails the commit.
 func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	return completeIdempotency(ctx, t.tx, sc, token, r)
+	sql, args, err := completion(ctx, t.tx, t.box, sc, token, r)
+	if err != nil {
+		return err
+	}
+	// Sent with the COMMIT: a claim found lost must stop it server-side.
+	t.tx.later("complete idempotency key", `WITH u AS (`+sql+` RETURNING 1)
+		SELECT CASE WHEN count(*) = 0 THEN xaalis_raise('`+claimLostCode+`', 'idempotency claim lost') ELSE 0 END FROM u`, args...)
+	return nil
 }
 
 // ReleaseIdempotency forgets a claim still held by token.
 func (s *Store) ReleaseIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys
-		WHERE merchant_id = $1 AND mode = $2 AND key = $3 AND token = $4 AND state = 'in_flight'`,
-		sc.MerchantID, sc.Mode, sc.Key, token)
+		WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND key = $4 AND token = $5 AND state = 'in_flight'`,
+		sc.MerchantID, sc.Mode, sc.KeyType, sc.Key, token)
 	if err != nil {
 		return fmt.Errorf("release idempotency key: %w", err)
 	}
@@ -182,6 +291,15 @@ func (s *Store) PurgeIdempotency(ctx context.Context, now time.Time) (int64, err
 	if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_quota WHERE window_start < $1`,
 		now.Add(-xaalis.IdempotencyTTL)); err != nil {
 		return n, fmt.Errorf("purge idempotency quota: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM rate_counters WHERE window_start < $1`,
+		now.Add(-xaalis.IdempotencyTTL)); err != nil {
+		return n, fmt.Errorf("purge rate counters: %w", err)
+	}
+	// Hold counters ('h:' scopes, by minute) older than a day hold nothing.
+	if _, err := s.pool.Exec(ctx, `DELETE FROM volume_counters WHERE scope >= 'h:' AND scope < 'h;' AND day < $1`,
+		xaalis.HoldMinute(now.Add(-xaalis.IdempotencyTTL))); err != nil {
+		return n, fmt.Errorf("purge hold counters: %w", err)
 	}
 	return n, nil
 }

@@ -8,17 +8,18 @@ import (
 )
 
 const merchantColumns = `m.id, m.name, m.country, m.settlement_currency, m.status, m.kyc,
-	m.allowed_providers, m.allow_ips, m.payouts_enabled, m.created_at, m.updated_at`
+	m.allowed_providers, m.allow_ips, m.payouts_enabled, m.created_at, m.updated_at, m.return_hosts`
 
 // scanMerchant scans merchantColumns, then extra, from one row.
 func scanMerchant(op string, row interface{ Scan(...any) error }, extra ...any) (*xaalis.Merchant, error) {
 	var m xaalis.Merchant
 	dst := append([]any{&m.ID, &m.Name, &m.Country, &m.SettlementCurrency, &m.Status, &m.KYC,
-		&m.AllowedProviders, &m.AllowIPs, &m.PayoutsEnabled, &m.CreatedAt, &m.UpdatedAt}, extra...)
+		&m.AllowedProviders, &m.AllowIPs, &m.PayoutsEnabled, &m.CreatedAt, &m.UpdatedAt, &m.ReturnHosts}, extra...)
 	if err := row.Scan(dst...); err != nil {
 		return nil, notFound(op, err)
 	}
 	m.AllowedProviders, m.AllowIPs = nilIfEmpty(m.AllowedProviders), nilIfEmpty(m.AllowIPs)
+	m.ReturnHosts = nilIfEmpty(m.ReturnHosts)
 	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
 	return &m, nil
 }
@@ -35,10 +36,10 @@ func (s *Store) Merchant(ctx context.Context, id string) (*xaalis.Merchant, erro
 // CreateMerchant inserts a merchant.
 func (t *Tx) CreateMerchant(ctx context.Context, m *xaalis.Merchant) error {
 	_, err := t.tx.Exec(ctx, `INSERT INTO merchants (id, name, country, settlement_currency, status, kyc,
-		allowed_providers, allow_ips, payouts_enabled, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		allowed_providers, allow_ips, payouts_enabled, created_at, updated_at, return_hosts)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		m.ID, m.Name, m.Country, m.SettlementCurrency, m.Status, m.KYC,
-		nonNil(m.AllowedProviders), cidrs(m.AllowIPs), m.PayoutsEnabled, m.CreatedAt, m.UpdatedAt)
+		nonNil(m.AllowedProviders), cidrs(m.AllowIPs), m.PayoutsEnabled, m.CreatedAt, m.UpdatedAt, nonNil(m.ReturnHosts))
 	if err != nil {
 		return fmt.Errorf("create merchant: %w", err)
 	}
@@ -54,8 +55,9 @@ func (t *Tx) MerchantForUpdate(ctx context.Context, id string) (*xaalis.Merchant
 // UpdateMerchant writes every mutable field of m.
 func (t *Tx) UpdateMerchant(ctx context.Context, m *xaalis.Merchant) error {
 	tag, err := t.tx.Exec(ctx, `UPDATE merchants SET name = $1, status = $2, kyc = $3, allowed_providers = $4,
-		allow_ips = $5, payouts_enabled = $6, updated_at = $7 WHERE id = $8`,
-		m.Name, m.Status, m.KYC, nonNil(m.AllowedProviders), cidrs(m.AllowIPs), m.PayoutsEnabled, m.UpdatedAt, m.ID)
+		allow_ips = $5, payouts_enabled = $6, updated_at = $7, return_hosts = $8 WHERE id = $9`,
+		m.Name, m.Status, m.KYC, nonNil(m.AllowedProviders), cidrs(m.AllowIPs), m.PayoutsEnabled, m.UpdatedAt,
+		nonNil(m.ReturnHosts), m.ID)
 	return oneRow("update merchant", tag, err)
 }
 

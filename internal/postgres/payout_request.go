@@ -109,25 +109,3 @@ func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, since t
 	}
 	return n, oldest.UTC(), nil
 }
-
-// InsertOperatorToken stores an operator token.
-func (t *Tx) InsertOperatorToken(ctx context.Context, o *xaalis.OperatorToken) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO operator_tokens (id, name, hash, created_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5)`, o.ID, o.Name, o.Hash, o.CreatedAt, o.RevokedAt)
-	if err != nil {
-		return fmt.Errorf("insert operator token: %w", err)
-	}
-	return nil
-}
-
-// OperatorTokenByHash finds an operator token by its hash.
-func (s *Store) OperatorTokenByHash(ctx context.Context, hash []byte) (*xaalis.OperatorToken, error) {
-	var o xaalis.OperatorToken
-	err := s.pool.QueryRow(ctx, `SELECT id, name, hash, created_at, revoked_at FROM operator_tokens WHERE hash = $1`,
-		hash).Scan(&o.ID, &o.Name, &o.Hash, &o.CreatedAt, &o.RevokedAt)
-	if err != nil {
-		return nil, notFound("read operator token", err)
-	}
-	o.CreatedAt, o.RevokedAt = o.CreatedAt.UTC(), utcPtr(o.RevokedAt)
-	return &o, nil
-}

@@ -16,7 +16,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	mrand "math/rand/v2"
 	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,7 +39,20 @@ var migrations embed.FS
 
 // Store is the PostgreSQL Store.
 type Store struct {
-	pool *pgxpool.Pool
+	pool *db // the pool, answering a database that is away as service_unavailable
+	wake xaalis.Signals
+	// box seals the secrets the database keeps (SetSecretBox).
+	box xaalis.SecretBox
+
+	commits atomic.Int64
+	// shards gives each connection of the pool its own shard of the split
+	// hot rows (connShard), from a start random per process.
+	shards     sync.Map // *pgx.Conn -> int16
+	nextShard  atomic.Int32
+	listenOnce sync.Once
+	bg         context.Context // ends at Close
+	stop       context.CancelFunc
+	listening  sync.WaitGroup
 }
 
 var _ xaalis.Store = (*Store)(nil)
@@ -47,6 +65,12 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse postgres url: %w", err)
 	}
+	cfg.ConnConfig.Tracer = counter{}
+	if !strings.Contains(url, "pool_max_conns") {
+		// Commits wait on the disk, not the CPU: more transactions in
+		// flight than CPUs let PostgreSQL flush many commits per fsync.
+		cfg.MaxConns = DefaultMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -55,8 +79,26 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool}, nil
+	bg, stop := context.WithCancel(context.Background())
+	st := &Store{pool: &db{pool}, bg: bg, stop: stop}
+	st.nextShard.Store(mrand.Int32N(hotShards))
+	return st, nil
 }
+
+// connShard is the shard of the split hot rows (migration 00013) that the
+// transactions of conn add to. Each connection of a pool has its own, up
+// to hotShards connections: two transactions of one process at once never
+// wait for each other's shard, and those of several processes rarely do.
+func (s *Store) connShard(conn *pgx.Conn) int16 {
+	if v, ok := s.shards.Load(conn); ok {
+		return v.(int16)
+	}
+	v, _ := s.shards.LoadOrStore(conn, int16(s.nextShard.Add(1)%hotShards))
+	return v.(int16)
+}
+
+// DefaultMaxConns is the pool size when the URL sets no pool_max_conns.
+var DefaultMaxConns int32 = 16
 
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// goose's advisory lock is database-wide; keying it by schema lets
@@ -93,8 +135,63 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	s.stop()
+	s.listening.Wait()
 	s.pool.Close()
 	return nil
+}
+
+// wakeChannel is the NOTIFY channel of wake-ups.
+const wakeChannel = "xaalis_wake"
+
+// Subscribe returns a channel that receives after commits, in any process
+// on this database, that made work of a kind in w due: commits NOTIFY, and
+// one connection of the pool LISTENs.
+func (s *Store) Subscribe(w xaalis.Wakeup) <-chan struct{} {
+	s.listenOnce.Do(s.listen)
+	return s.wake.Subscribe(w)
+}
+
+func (s *Store) listen() {
+	ctx := s.bg
+	s.listening.Add(1)
+	go func() {
+		defer s.listening.Done()
+		for ctx.Err() == nil {
+			if err := s.listenOnce1(ctx); err != nil && ctx.Err() == nil {
+				// The database went away: the loops keep polling meanwhile.
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}()
+}
+
+func (s *Store) listenOnce1(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `LISTEN `+wakeChannel); err != nil {
+		conn.Conn().Close(ctx)
+		return err
+	}
+	// After a reconnection, work may have come while nobody listened.
+	s.wake.Notify(^xaalis.Wakeup(0))
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			// A connection left listening must not go back to the pool.
+			conn.Conn().Close(context.Background())
+			return err
+		}
+		if v, err := strconv.Atoi(n.Payload); err == nil {
+			s.wake.Notify(xaalis.Wakeup(v))
+		}
+	}
 }
 
 // Ping reports whether the database answers.
@@ -149,23 +246,96 @@ func (t *Tx) InsertSettingOnce(ctx context.Context, name string, value []byte) (
 // Update runs fn in one READ COMMITTED transaction, committed when fn
 // returns nil and rolled back otherwise.
 func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
-	t, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return unavailable(fmt.Errorf("begin: %w", err))
 	}
-	// Rolls back if fn fails or panics; a no-op after Commit.
-	defer func() { _ = t.Rollback(ctx) }()
-	if err := fn(&Tx{tx: t}); err != nil {
-		return err
+	defer c.Release()
+	t := &txConn{c: c, shard: s.connShard(c.Conn())}
+	committed := false
+	// Rolls back if fn or the commit fails, or fn panics.
+	defer func() {
+		if !committed {
+			t.rollback(ctx)
+		}
+	}()
+	tx := &Tx{tx: t, box: s.box}
+	if err := fn(tx); err != nil {
+		return unavailable(retryable(err))
 	}
-	if err := t.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	var tail []queued
+	if tx.wake != 0 {
+		// Delivered at commit, to every process listening.
+		tail = append(tail, queued{op: "notify", sql: `SELECT pg_notify('` + wakeChannel + `', $1)`,
+			args: []any{strconv.Itoa(int(tx.wake))}})
 	}
+	if err := t.commit(ctx, tail...); err != nil {
+		if r := tx.commitRefusal(err); r != nil {
+			return r
+		}
+		return unavailable(retryable(err))
+	}
+	committed = true
+	s.commits.Add(1)
 	return nil
 }
 
+// statements counts the statements every store of the process sends, for
+// the benchmarks.
+var statements atomic.Int64
+
+// counter is a pgx tracer that counts statements.
+type counter struct{}
+
+func (counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	statements.Add(1)
+	return ctx
+}
+
+func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	statements.Add(1)
+}
+
+func (counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// Stats reports the statements sent (by every PostgreSQL store of the
+// process) and the write transactions committed, one command each.
+func (s *Store) Stats() xaalis.StoreStats {
+	n := s.commits.Load()
+	return xaalis.StoreStats{Statements: statements.Load(), Transactions: n, Commands: n}
+}
+
+// retryable answers a deadlock or a serialization failure, which
+// PostgreSQL resolves by aborting one transaction, as service_unavailable:
+// nothing of the command was done and the same request may be retried.
+func retryable(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") {
+		e := xaalis.Errorf(xaalis.EServiceUnavailable, "The database aborted this request to resolve a conflict with another; nothing was done: retry it.")
+		e.RetryAfter = time.Second
+		return e
+	}
+	return err
+}
+
 // Tx is one write transaction.
-type Tx struct{ tx pgx.Tx }
+type Tx struct {
+	tx   *txConn
+	box  xaalis.SecretBox
+	wake xaalis.Wakeup
+	// quotaRetry is when the quota window of the key this transaction
+	// claimed ends, from the claim (quotaRefusal).
+	quotaRetry time.Duration
+}
+
+// Wake asks for the background work w once the transaction commits.
+func (t *Tx) Wake(w xaalis.Wakeup) { t.wake |= w }
 
 var _ xaalis.Tx = (*Tx)(nil)
 

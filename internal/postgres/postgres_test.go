@@ -14,6 +14,7 @@ import (
 	"github.com/xaalis/xaalis/internal/postgres"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/storetest"
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -24,6 +25,7 @@ func openURL(t *testing.T, url string) *postgres.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	s.SetSecretBox(testutil.SharedKeyring(t))
 	return s
 }
 
@@ -73,10 +75,11 @@ func TestSearchPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"api_keys", "customers", "disputes", "events", "goose_db_version", "idempotency_keys",
-		"idempotency_quota", "ledger_balances", "ledger_entries", "ledger_postings", "merchants", "operator_tokens",
-		"payout_requests", "plans", "provider_notifications", "settings", "split_items", "subscriptions", "transactions", "volume_counters",
-		"webhook_attempts", "webhook_callback_secrets", "webhook_deliveries", "webhook_endpoints"}
+	want := []string{"api_keys", "audit_log", "customers", "disputes", "events", "goose_db_version", "idempotency_keys",
+		"idempotency_quota", "ledger_balances", "ledger_checks", "ledger_entries", "ledger_postings", "merchants",
+		"operator_sessions", "operator_tokens", "payout_requests", "plans", "provider_notifications", "rate_counters",
+		"server_instances", "settings", "split_items", "stat_counters", "subscriptions", "transactions", "volume_counters",
+		"webhook_attempts", "webhook_callback_secrets", "webhook_deliveries", "webhook_endpoints", "webhook_listen_secrets"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}
@@ -99,7 +102,7 @@ func TestQuotaConcurrent(t *testing.T) {
 	for i := range 12 {
 		wg.Go(func() {
 			r, err := s.ClaimIdempotency(ctx, xaalis.Claim{
-				Scope:       xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: fmt.Sprint(i)},
+				Scope:       xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: fmt.Sprint(i)},
 				Fingerprint: []byte("fp"), Token: fmt.Sprint(i), Now: now, Lease: time.Minute,
 				QuotaLimit: 5, QuotaWindow: time.Hour,
 			})
@@ -172,4 +175,65 @@ func TestLedgerCorruption(t *testing.T) {
 func TestClaimDeliveriesTwoStores(t *testing.T) {
 	url := pgtest.URL(t)
 	storetest.ConcurrentClaims(t, openURL(t, url), openURL(t, url))
+}
+
+// TestWakeAcrossProcesses: a commit in one process wakes the dispatcher of
+// another on the same database (NOTIFY at commit, LISTEN in each store).
+func TestWakeAcrossProcesses(t *testing.T) {
+	url := pgtest.URL(t)
+	a, b := openURL(t, url), openURL(t, url)
+	wake := a.Subscribe(xaalis.WakeDeliveries)
+	// The listener signals once when it connects: wait for that.
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener never connected")
+	}
+	ctx := context.Background()
+	if err := b.Update(ctx, func(tx xaalis.Tx) error { tx.Wake(xaalis.WakeDeliveries); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit in another process did not wake this one")
+	}
+}
+
+// TestMigrateDebtFold: a database an older release left with a chargeback
+// debt apart is migrated so that the debt is carried in available.
+func TestMigrateDebtFold(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	if err := postgres.MigrateTo(ctx, url, 11); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows := storetest.DebtFoldRows
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	epoch := time.Unix(0, 0).UTC()
+	exec(`INSERT INTO merchants (id, name, country, settlement_currency, status, kyc, created_at, updated_at)
+		VALUES ($1, 'Old', 'SN', 'XOF', 'active', 'approved', $2, $2)`, storetest.DebtFoldMerchant, epoch)
+	for _, e := range rows.Entries {
+		exec(`INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
+			VALUES ($1, 'test', $2, $3, 'transaction', $1, $4)`, e[0], storetest.DebtFoldMerchant, e[1], epoch)
+	}
+	for _, p := range rows.Postings {
+		exec(`INSERT INTO ledger_postings (entry_id, line, account, currency, amount) VALUES ($1, $2, $3, 'XOF', $4)`,
+			p.Entry, p.Line, p.Account, p.Amount)
+	}
+	for _, b := range rows.Balances {
+		exec(`INSERT INTO ledger_balances (account, currency, balance, non_negative, updated_at) VALUES ($1, 'XOF', $2, $3, $4)`,
+			b.Account, b.Balance, b.NonNegative, epoch)
+	}
+	storetest.CheckDebtFold(t, openURL(t, url))
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -18,7 +17,7 @@ const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status,
 	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
 	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
 	settlement_currency, expires_at, reconciled_at, created_at, updated_at, parent_id, fee, fee_currency,
-	idempotency_key, description, dispatched_at`
+	idempotency_key, description, dispatched_at, key_type`
 
 // txColumnList is txColumns, one name an item.
 var txColumnList = func() []string {
@@ -41,7 +40,7 @@ func scanTx(op string, row interface{ Scan(...any) error }) (*xaalis.Transaction
 		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
 		&t.NextAction, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL,
 		&t.Metadata, &t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &t.ExpiresAt, &t.ReconciledAt,
-		&t.CreatedAt, &t.UpdatedAt, &parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &t.DispatchedAt)
+		&t.CreatedAt, &t.UpdatedAt, &parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &t.DispatchedAt, &t.KeyType)
 	if err != nil {
 		return nil, notFound(op, err)
 	}
@@ -90,7 +89,7 @@ func txArgs(t *xaalis.Transaction) []any {
 		t.ProviderRef, t.NextAction, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
 		t.CallbackURL, metadata(t.Metadata), t.FailureReason, t.ExchangeRate, settle, settleCur, t.ExpiresAt,
 		t.ReconciledAt, t.CreatedAt, t.UpdatedAt, nullString(t.ParentID), t.Fee.Minor, t.Fee.Currency,
-		nullString(t.IdempotencyKey), t.Description, t.DispatchedAt}
+		nullString(t.IdempotencyKey), t.Description, t.DispatchedAt, keyTypeOf(t)}
 }
 
 func queryTxs(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Transaction, error) {
@@ -195,24 +194,44 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 // Volume sums a scope's volume counters from Since's day on.
 func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error) {
 	var sum int64
+	scope := q.Scope()
 	// sum(bigint) is numeric: cast it back.
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(amount), 0)::bigint FROM volume_counters WHERE scope = $1 AND day >= $2`,
-		q.Scope(), xaalis.VolumeDay(q.Since)).Scan(&sum); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(amount), 0)::bigint FROM volume_counters
+		WHERE (scope = $1 AND day >= $2) OR (scope = $3 AND day >= $4)`,
+		scope, xaalis.VolumeDay(q.Since), xaalis.HoldScope(scope), q.FirstHoldMinute()).Scan(&sum); err != nil {
 		return 0, fmt.Errorf("volume: %w", err)
 	}
 	return sum, nil
 }
 
-// AddVolume adds delta to the counters of scopes for one day; the scopes
-// are written in order, so concurrent payments lock them in one order.
+// Volumes sums several scopes in one statement.
+func (s *Store) Volumes(ctx context.Context, qs []xaalis.VolumeQuery) ([]int64, error) {
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 4*len(qs))
+	cols := make([]string, len(qs))
+	out := make([]int64, len(qs))
+	dst := make([]any, len(qs))
+	for i, q := range qs {
+		n := len(args)
+		cols[i] = fmt.Sprintf(`(SELECT coalesce(sum(amount), 0)::bigint FROM volume_counters
+			WHERE (scope = $%d AND day >= $%d) OR (scope = $%d AND day >= $%d))`, n+1, n+2, n+3, n+4)
+		args = append(args, q.Scope(), xaalis.VolumeDay(q.Since), xaalis.HoldScope(q.Scope()), q.FirstHoldMinute())
+		dst[i] = &out[i]
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT `+strings.Join(cols, ", "), args...).Scan(dst...); err != nil {
+		return nil, fmt.Errorf("volumes: %w", err)
+	}
+	return out, nil
+}
+
+// AddVolume adds delta to the counters of scopes for one day, at COMMIT:
+// the counters of a merchant and of a provider are hot rows, locked for
+// the commit only, and in one order by every transaction (txConn.hot).
 func (t *Tx) AddVolume(ctx context.Context, scopes []string, day int64, delta int64) error {
-	sorted := append([]string(nil), scopes...)
-	sort.Strings(sorted)
-	for _, sc := range sorted {
-		if _, err := t.tx.Exec(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES ($1, $2, $3)
-			ON CONFLICT (scope, day) DO UPDATE SET amount = volume_counters.amount + excluded.amount`, sc, day, delta); err != nil {
-			return fmt.Errorf("add volume: %w", err)
-		}
+	for _, s := range scopes {
+		t.tx.addVolume(s, day, delta)
 	}
 	return nil
 }
@@ -287,9 +306,9 @@ func (t *Tx) TransactionForUpdate(ctx context.Context, id string) (*xaalis.Trans
 
 // TransactionByMerchantRefForUpdate reads a payment or payout by
 // merchant_ref and locks its row.
-func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode xaalis.Mode, ref string) (*xaalis.Transaction, error) {
+func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode xaalis.Mode, kt xaalis.KeyType, ref string) (*xaalis.Transaction, error) {
 	return scanTx("read transaction by merchant_ref", t.tx.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
-		WHERE merchant_id = $1 AND mode = $2 AND merchant_ref = $3 FOR UPDATE`, merchantID, mode, ref))
+		WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND merchant_ref = $4 FOR UPDATE`, merchantID, mode, kt, ref))
 }
 
 // RefundedAmount sums a payment's refunds that are not failed, cancelled
@@ -322,7 +341,7 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 	vals := make([]any, 0, len(txColumnList)+1)
 	for i, c := range txColumnList {
 		switch c {
-		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key":
+		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type":
 			continue
 		}
 		vals = append(vals, args[i])
@@ -380,4 +399,13 @@ func (t *Tx) NotificationFirstSeen(ctx context.Context, provider, eventID string
 		return false, fmt.Errorf("record notification: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// keyTypeOf is the kind of key that created t; records made before the
+// distinction, and payouts and refunds, are the secret key's.
+func keyTypeOf(t *xaalis.Transaction) xaalis.KeyType {
+	if t.KeyType == "" {
+		return xaalis.KeySecret
+	}
+	return t.KeyType
 }

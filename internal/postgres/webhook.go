@@ -28,39 +28,66 @@ func scanEndpoint(op string, row interface{ Scan(...any) error }) (*xaalis.Webho
 	return &w, nil
 }
 
-func queryEndpoints(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.WebhookEndpoint, error) {
-	return queryAll(ctx, q, "list webhook endpoints", scanEndpoint, query, args...)
+// queryEndpoints lists endpoints with their secrets opened.
+func queryEndpoints(ctx context.Context, q querier, box xaalis.SecretBox, query string, args ...any) ([]*xaalis.WebhookEndpoint, error) {
+	list, err := queryAll(ctx, q, "list webhook endpoints", scanEndpoint, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range list {
+		if err := xaalis.OpenEndpointSecrets(box, w); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
 }
 
-func getEndpoint(ctx context.Context, q querier, merchantID, id string, lock string) (*xaalis.WebhookEndpoint, error) {
-	return scanEndpoint("read webhook endpoint", q.QueryRow(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
+func getEndpoint(ctx context.Context, q querier, box xaalis.SecretBox, merchantID, id string, lock string) (*xaalis.WebhookEndpoint, error) {
+	w, err := scanEndpoint("read webhook endpoint", q.QueryRow(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
 		WHERE merchant_id = $1 AND id = $2 AND deleted_at IS NULL`+lock, merchantID, id))
+	if err != nil {
+		return nil, err
+	}
+	return w, xaalis.OpenEndpointSecrets(box, w)
 }
 
 // activeEndpoints are the merchant's endpoints in a mode, not deleted,
 // oldest first.
-func activeEndpoints(ctx context.Context, q querier, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
-	return queryEndpoints(ctx, q, `SELECT `+endpointColumns+` FROM webhook_endpoints
+func activeEndpoints(ctx context.Context, q querier, box xaalis.SecretBox, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
+	return queryEndpoints(ctx, q, box, `SELECT `+endpointColumns+` FROM webhook_endpoints
 		WHERE merchant_id = $1 AND mode = $2 AND deleted_at IS NULL ORDER BY created_at, id`, merchantID, mode)
 }
 
 // WebhookEndpoint returns one of the merchant's endpoints, in either mode,
 // unless it is deleted.
 func (s *Store) WebhookEndpoint(ctx context.Context, merchantID, id string) (*xaalis.WebhookEndpoint, error) {
-	return getEndpoint(ctx, s.pool, merchantID, id, "")
+	return getEndpoint(ctx, s.pool, s.box, merchantID, id, "")
 }
 
 // WebhookEndpoints lists the merchant's endpoints in a mode, not deleted,
 // oldest first.
 func (s *Store) WebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
-	return activeEndpoints(ctx, s.pool, merchantID, mode)
+	return activeEndpoints(ctx, s.pool, s.box, merchantID, mode)
 }
 
-// InsertWebhookEndpoint stores a new endpoint.
+// sealEndpoint returns an endpoint's secrets sealed under the current key.
+func (t *Tx) sealEndpoint(ctx context.Context, w *xaalis.WebhookEndpoint) (secret, previous string, err error) {
+	kid, err := currentSecretKey(ctx, t.tx, t.box)
+	if err != nil {
+		return "", "", err
+	}
+	return xaalis.SealEndpointSecrets(t.box, kid, w)
+}
+
+// InsertWebhookEndpoint stores a new endpoint, its secret sealed.
 func (t *Tx) InsertWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoint) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointColumns+`)
+	secret, previous, err := t.sealEndpoint(ctx, w)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		w.ID, w.MerchantID, w.Mode, w.URL, w.Description, nonNil(w.Events), w.Format, w.Secret, w.PreviousSecret,
+		w.ID, w.MerchantID, w.Mode, w.URL, w.Description, nonNil(w.Events), w.Format, secret, previous,
 		w.PreviousExpiresAt, w.CreatedAt, w.UpdatedAt, w.DeletedAt)
 	if err != nil {
 		return fmt.Errorf("insert webhook endpoint: %w", err)
@@ -71,16 +98,20 @@ func (t *Tx) InsertWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoin
 // WebhookEndpointForUpdate reads an endpoint that is not deleted and locks
 // its row until the transaction ends.
 func (t *Tx) WebhookEndpointForUpdate(ctx context.Context, merchantID, id string) (*xaalis.WebhookEndpoint, error) {
-	return getEndpoint(ctx, t.tx, merchantID, id, ` FOR UPDATE`)
+	return getEndpoint(ctx, t.tx, t.box, merchantID, id, ` FOR UPDATE`)
 }
 
 // UpdateWebhookEndpoint writes an endpoint's mutable fields; setting
 // DeletedAt deletes it. A deleted endpoint is not found.
 func (t *Tx) UpdateWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoint) error {
+	secret, previous, err := t.sealEndpoint(ctx, w)
+	if err != nil {
+		return err
+	}
 	tag, err := t.tx.Exec(ctx, `UPDATE webhook_endpoints SET url = $1, description = $2, events = $3,
 		payload_format = $4, secret = $5, previous_secret = $6, previous_expires_at = $7, updated_at = $8,
 		deleted_at = $9 WHERE merchant_id = $10 AND id = $11 AND deleted_at IS NULL`,
-		w.URL, w.Description, nonNil(w.Events), w.Format, w.Secret, w.PreviousSecret, w.PreviousExpiresAt,
+		w.URL, w.Description, nonNil(w.Events), w.Format, secret, previous, w.PreviousExpiresAt,
 		w.UpdatedAt, w.DeletedAt, w.MerchantID, w.ID)
 	return oneRow("update webhook endpoint", tag, err)
 }
@@ -88,7 +119,7 @@ func (t *Tx) UpdateWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoin
 // ActiveWebhookEndpoints lists the merchant's endpoints in a mode for
 // fan-out, inside the event's transaction.
 func (t *Tx) ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
-	return activeEndpoints(ctx, t.tx, merchantID, mode)
+	return activeEndpoints(ctx, t.tx, t.box, merchantID, mode)
 }
 
 const eventColumns = `id, merchant_id, mode, type, object_type, object_id, seq, data, created_at`
@@ -270,29 +301,55 @@ func (s *Store) RecordAttempt(ctx context.Context, d *xaalis.Delivery, a *xaalis
 			a.ID, d.ID, a.AttemptedAt, a.DurationMS, a.HTTPStatus, a.ErrorMessage); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
-		return nil
+		// The attempt is counted in the same transaction (the metrics'
+		// xaalis_webhook_deliveries_total).
+		day, shard, delta := xaalis.AttemptStat(d, a)
+		return xtx.AddStats(ctx, day, shard, delta)
 	})
 }
 
 // CallbackSecret returns the merchant's callback secret in a mode, storing
-// fresh on first use. Of concurrent first callers, the first insert wins
-// (the others wait for it to commit, then do nothing) and all read it.
+// fresh (sealed) on first use. Of concurrent first callers, the first
+// insert wins (the others wait for it to commit, then do nothing) and all
+// read it.
 func (s *Store) CallbackSecret(ctx context.Context, merchantID string, mode xaalis.Mode, fresh string) (string, error) {
-	const read = `SELECT secret FROM webhook_callback_secrets WHERE merchant_id = $1 AND mode = $2`
+	return s.stableSecret(ctx, xaalis.SecretTableCallback, "callback secret", xaalis.CallbackSecretAAD(merchantID, mode),
+		merchantID, mode, fresh)
+}
+
+// ListenSecret returns the merchant's `xaalis listen` secret in a mode,
+// storing fresh (sealed) on first use, like CallbackSecret.
+func (s *Store) ListenSecret(ctx context.Context, merchantID string, mode xaalis.Mode, fresh string) (string, error) {
+	return s.stableSecret(ctx, xaalis.SecretTableListen, "listen secret", xaalis.ListenSecretAAD(merchantID, mode),
+		merchantID, mode, fresh)
+}
+
+// stableSecret reads a secret kept sealed per merchant and mode in table,
+// inserting fresh when there is none.
+func (s *Store) stableSecret(ctx context.Context, table, what string, aad []byte, merchantID string, mode xaalis.Mode, fresh string) (string, error) {
+	read := `SELECT secret FROM ` + table + ` WHERE merchant_id = $1 AND mode = $2`
 	var v string
 	err := s.pool.QueryRow(ctx, read, merchantID, mode).Scan(&v)
 	if err == nil {
-		return v, nil
+		return xaalis.OpenSecret(s.box, v, aad)
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("read callback secret: %w", err)
+		return "", fmt.Errorf("read %s: %w", what, err)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO webhook_callback_secrets (merchant_id, mode, secret, created_at)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (merchant_id, mode) DO NOTHING`, merchantID, mode, fresh, time.Now()); err != nil {
-		return "", fmt.Errorf("create callback secret: %w", err)
+	kid, err := currentSecretKey(ctx, s.pool, s.box)
+	if err != nil {
+		return "", err
+	}
+	sealed, err := xaalis.SealSecret(s.box, kid, fresh, aad)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+table+` (merchant_id, mode, secret, created_at)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (merchant_id, mode) DO NOTHING`, merchantID, mode, sealed, time.Now()); err != nil {
+		return "", fmt.Errorf("create %s: %w", what, err)
 	}
 	if err := s.pool.QueryRow(ctx, read, merchantID, mode).Scan(&v); err != nil {
-		return "", fmt.Errorf("read callback secret: %w", err)
+		return "", fmt.Errorf("read %s: %w", what, err)
 	}
-	return v, nil
+	return xaalis.OpenSecret(s.box, v, aad)
 }

@@ -211,7 +211,7 @@ const maxHang = 2 * time.Minute
 // NewEmulator returns an Emulator.
 func NewEmulator(opts EmulatorOptions) *Emulator {
 	if opts.Config == nil {
-		cfg, err := xaalis.LoadConfig("")
+		cfg, err := EmulatorConfig(DefaultEmulatorBase)
 		if err != nil {
 			panic("provider: embedded configuration: " + err.Error())
 		}
@@ -241,6 +241,9 @@ func NewEmulator(opts EmulatorOptions) *Emulator {
 			payoutByKey: make(map[string]string), payoutByRef: make(map[string]string),
 			refundByKey: make(map[string]string), refundByRef: make(map[string]string),
 		}
+		// An emulator speaks with its published credentials unless its
+		// configuration names others.
+		p.apiKey, p.secret = xaalis.EmulatorAPIKey(name), xaalis.EmulatorNotifySecret(name)
 		if len(spec.Routes) > 0 {
 			p.apiKey, p.secret = spec.Routes[0].APIKey, spec.Routes[0].NotifySecret
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,53 @@ type Options struct {
 	// BreakerCooldown is how long a breaker stays open before one trial
 	// request is let through (default 30 s).
 	BreakerCooldown time.Duration
+	// Observer hears of every provider request, for the metrics; nil
+	// hears nothing.
+	Observer Observer
+}
+
+// Observer hears of provider requests. Operations are initiate, status,
+// otp, payout, payout_status and refund; routes are the configured ones in
+// live mode and "simulator" in test mode. Outcomes:
+//
+//	ok            the provider answered
+//	refused       the provider refused (a business error, HTTP 4xx)
+//	not_found     the route does not know the reference (payout_status)
+//	failure       no usable answer: timeout, HTTP 5xx or 429, connection
+//	              refused or closed, a malformed answer
+//	cancelled     the caller gave up first
+//	circuit_open  not sent: the route's breaker is open (duration 0)
+type Observer interface {
+	ProviderRequest(provider, route, operation, outcome string, d time.Duration)
+}
+
+// Request outcomes, as Observer hears them.
+const (
+	OutcomeOK          = "ok"
+	OutcomeRefused     = "refused"
+	OutcomeNotFound    = "not_found"
+	OutcomeFailure     = "failure"
+	OutcomeCancelled   = "cancelled"
+	OutcomeCircuitOpen = "circuit_open"
+)
+
+// observe tells the Observer of one request.
+func (g *Gateway) observe(provider, route, op, outcome string, d time.Duration) {
+	if g.opts.Observer != nil {
+		g.opts.Observer.ProviderRequest(provider, route, strings.ReplaceAll(op, " ", "_"), outcome, d)
+	}
+}
+
+// observeSim tells the Observer of a simulator call that started at start.
+func (g *Gateway) observeSim(provider, op string, start time.Time, err error) {
+	res := OutcomeOK
+	switch {
+	case errors.Is(err, xaalis.ErrNotFound):
+		res = OutcomeNotFound
+	case err != nil:
+		res = OutcomeRefused
+	}
+	g.observe(provider, simRoute, op, res, time.Since(start))
 }
 
 // Gateway implements xaalis.Gateway: simulators in test mode, HTTP
@@ -123,6 +172,10 @@ func (g *Gateway) checkServes(provider string, country xaalis.Country) (xaalis.P
 	return p, nil
 }
 
+// InProcess reports whether mode's providers answer in this process: the
+// simulators of test mode do.
+func (g *Gateway) InProcess(mode xaalis.Mode) bool { return mode == xaalis.ModeTest }
+
 // Initiate starts a collection: in test mode on the provider's simulator,
 // in live mode over its routes.
 func (g *Gateway) Initiate(ctx context.Context, r xaalis.InitiateRequest) (xaalis.Initiation, error) {
@@ -132,7 +185,10 @@ func (g *Gateway) Initiate(ctx context.Context, r xaalis.InitiateRequest) (xaali
 		if err != nil {
 			return xaalis.Initiation{}, err
 		}
-		return sim.initiate(r)
+		start := time.Now()
+		in, err := sim.initiate(r)
+		g.observeSim(r.Provider, "initiate", start, err)
+		return in, err
 	case xaalis.ModeLive:
 		return g.liveInitiate(ctx, r)
 	}
@@ -147,7 +203,10 @@ func (g *Gateway) Status(ctx context.Context, mode xaalis.Mode, provider, route,
 		if err != nil {
 			return xaalis.ProviderStatus{}, err
 		}
-		return sim.status(providerRef), nil
+		start := time.Now()
+		st := sim.status(providerRef)
+		g.observeSim(provider, "status", start, nil)
+		return st, nil
 	case xaalis.ModeLive:
 		return g.liveStatus(ctx, provider, route, providerRef)
 	}
@@ -169,7 +228,10 @@ func (g *Gateway) SubmitOTP(ctx context.Context, mode xaalis.Mode, provider, rou
 		if err != nil {
 			return xaalis.ProviderStatus{}, err
 		}
-		return sim.submitOTP(providerRef, otp)
+		start := time.Now()
+		st, err := sim.submitOTP(providerRef, otp)
+		g.observeSim(provider, "otp", start, err)
+		return st, err
 	case xaalis.ModeLive:
 		return g.liveOTP(ctx, provider, route, providerRef, otp)
 	}

@@ -39,7 +39,7 @@ func (c *clock) Add(d time.Duration) {
 
 func defaults(t testing.TB) *xaalis.Config {
 	t.Helper()
-	cfg, err := xaalis.LoadConfig("")
+	cfg, err := provider.EmulatorConfig(provider.DefaultEmulatorBase)
 	if err != nil {
 		t.Fatal(err)
 	}

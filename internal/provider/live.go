@@ -213,10 +213,13 @@ func (g *Gateway) tryRoutesWith(ctx context.Context, provider, op string, routes
 	for _, rt := range routes {
 		b := g.breaker(provider, rt.Name)
 		if !b.allow(g.now()) {
+			g.observe(provider, rt.Name, op, OutcomeCircuitOpen, 0)
 			passed = append(passed, rt.Name+": circuit open")
 			continue
 		}
+		start := time.Now()
 		err := call(ctx, rt)
+		g.observe(provider, rt.Name, op, outcome(ctx, err, pol), time.Since(start))
 		var rf *routeFailure
 		var be *businessError
 		switch {
@@ -272,6 +275,25 @@ func (g *Gateway) tryRoutesWith(ctx context.Context, provider, op string, routes
 		return "", "", xaalis.ErrNotFound
 	}
 	return "", "", g.noRoute(provider, routes, passed)
+}
+
+// outcome classifies a route's answer for the Observer.
+func outcome(ctx context.Context, err error, pol policy) string {
+	var rf *routeFailure
+	var be *businessError
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.As(err, &be) && pol.notFound && be.status == http.StatusNotFound && be.code == CodeNotFound:
+		return OutcomeNotFound
+	case errors.As(err, &be):
+		return OutcomeRefused
+	case ctx.Err() != nil:
+		return OutcomeCancelled
+	case errors.As(err, &rf):
+		return OutcomeFailure
+	}
+	return OutcomeFailure
 }
 
 // noRoute is the gateway_unavailable when every route was passed over:

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -120,6 +121,9 @@ func parseEvent(body []byte) (Event, error) {
 		return Event{}, xaalis.Errorf(xaalis.EInvalidRequest, "The provider notification is invalid: %s.", msg)
 	}
 	var ev Event
+	if k := xaalis.DuplicateKey(body, &ev); k != "" {
+		return bad("the key " + strconv.Quote(k) + " appears more than once")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&ev); err != nil {
 		return bad("not a JSON object")

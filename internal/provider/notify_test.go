@@ -94,6 +94,14 @@ func TestVerifyNotification(t *testing.T) {
 			t.Fatalf("%+v %v", n, err)
 		}
 	})
+	t.Run("ErrDuplicateKey", func(t *testing.T) {
+		// Signed, but ambiguous: which status did the provider mean?
+		b := []byte(`{"event_id":"evt_2","type":"collection.updated","country":"SN","collection":{"id":"col_a_1","status":"failed","status":"success"}}`)
+		_, err := verify("channel_a", provider.Sign(secretA, now, b), b)
+		if e := wantCode(t, err, xaalis.EInvalidRequest); !strings.Contains(e.Message, `"collection.status"`) {
+			t.Fatalf("message: %s", e.Message)
+		}
+	})
 	t.Run("ErrTamperedBody", func(t *testing.T) {
 		h := provider.Sign(secretA, now, body)
 		tampered := bytes.Replace(body, []byte("success"), []byte("failed"), 1)

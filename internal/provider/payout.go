@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"time"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -63,7 +64,10 @@ func (g *Gateway) Payout(ctx context.Context, r xaalis.PayoutOrder) (xaalis.Payo
 		if err != nil {
 			return xaalis.PayoutResult{}, err
 		}
-		return sim.payout(r)
+		start := time.Now()
+		res, err := sim.payout(r)
+		g.observeSim(r.Provider, "payout", start, err)
+		return res, err
 	case xaalis.ModeLive:
 		return g.livePayout(ctx, spec, r)
 	}
@@ -91,7 +95,10 @@ func (g *Gateway) PayoutStatus(ctx context.Context, mode xaalis.Mode, provider, 
 		if err != nil {
 			return xaalis.PayoutResult{}, err
 		}
-		return sim.payoutStatus(reference)
+		start := time.Now()
+		res, err := sim.payoutStatus(reference)
+		g.observeSim(provider, "payout_status", start, err)
+		return res, err
 	case xaalis.ModeLive:
 		return g.livePayoutStatus(ctx, p, provider, reference)
 	}
@@ -120,7 +127,10 @@ func (g *Gateway) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.Pa
 		if err != nil {
 			return xaalis.PayoutResult{}, err
 		}
-		return sim.refund(r)
+		start := time.Now()
+		res, err := sim.refund(r)
+		g.observeSim(r.Provider, "refund", start, err)
+		return res, err
 	case xaalis.ModeLive:
 		return g.liveRefund(ctx, p, r)
 	}

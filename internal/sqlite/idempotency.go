@@ -11,78 +11,56 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
+// IdempotencyKey reads a key's row from the readers, writing nothing.
+func (s *Store) IdempotencyKey(ctx context.Context, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
+	return readKey(ctx, s.read, s.secretBox(), sc)
+}
+
+// readKey reads a key's row; a sealed stored answer is opened with box.
+func readKey(ctx context.Context, q querier, box xaalis.SecretBox, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
+	var (
+		r           xaalis.IdempotencyRecord
+		state       string
+		lockedUntil int64
+		expiresAt   int64
+		status      sql.NullInt64
+		ctype, loc  sql.NullString
+		body        []byte
+		owner       sql.NullString
+		heartbeat   sql.NullInt64
+	)
+	// The owner's heartbeat comes with the key: whether its holder still
+	// runs is decided from this one read.
+	err := q.QueryRowContext(ctx, `SELECT k.fingerprint, k.state, k.locked_until, k.expires_at, k.response_status,
+		k.response_content_type, k.response_location, k.response_body, k.token, k.instance_id, i.heartbeat_at
+		FROM idempotency_keys k LEFT JOIN server_instances i ON i.id = k.instance_id
+		WHERE k.merchant_id = ? AND k.mode = ? AND k.key_type = ? AND k.key = ?`, sc.MerchantID, sc.Mode, sc.KeyType, sc.Key).
+		Scan(&r.Fingerprint, &state, &lockedUntil, &expiresAt, &status, &ctype, &loc, &body, &r.Token, &owner, &heartbeat)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, xaalis.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read idempotency key: %w", err)
+	}
+	r.LockedUntil, r.ExpiresAt = fromMicros(lockedUntil), fromMicros(expiresAt)
+	r.Owner, r.OwnerHeartbeat = owner.String, fromNullMicros(heartbeat)
+	if r.Done = state == "done"; r.Done {
+		if body, err = openAnswer(box, sc, body); err != nil {
+			return nil, err
+		}
+		r.Response = &xaalis.StoredResponse{Status: int(status.Int64), ContentType: ctype.String, Location: loc.String, Body: body}
+	}
+	return &r, nil
+}
+
 // ClaimIdempotency claims a key for one request in its own transaction.
 func (s *Store) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
 	var out xaalis.ClaimResult
-	err := s.Update(ctx, func(xtx xaalis.Tx) error {
-		tx := xtx.(*Tx).tx
-		var (
-			fp          []byte
-			state       string
-			lockedUntil int64
-			expiresAt   int64
-			status      sql.NullInt64
-			ctype, loc  sql.NullString
-			body        []byte
-		)
-		err := tx.QueryRowContext(ctx, `SELECT fingerprint, state, locked_until, expires_at, response_status,
-			response_content_type, response_location, response_body FROM idempotency_keys
-			WHERE merchant_id = ? AND mode = ? AND key = ?`, c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key).
-			Scan(&fp, &state, &lockedUntil, &expiresAt, &status, &ctype, &loc, &body)
-		found := err == nil
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read idempotency key: %w", err)
+	err := s.Update(ctx, func(xtx xaalis.Tx) (err error) {
+		if out, err = xtx.ClaimIdempotency(ctx, c); err == nil && out.Outcome == xaalis.ClaimQuotaExceeded {
+			return errQuota
 		}
-		now := micros(c.Now)
-		if found && expiresAt <= now {
-			// Past its 24 hours the key is forgotten and may be used anew.
-			if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = ? AND mode = ? AND key = ?`,
-				c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key); err != nil {
-				return fmt.Errorf("delete expired idempotency key: %w", err)
-			}
-			found = false
-		}
-		if found {
-			switch {
-			case !bytes.Equal(fp, c.Fingerprint):
-				out.Outcome = xaalis.ClaimConflict
-			case state == "done":
-				out.Outcome = xaalis.ClaimReplay
-				out.Response = &xaalis.StoredResponse{Status: int(status.Int64), ContentType: ctype.String, Location: loc.String, Body: body}
-			case lockedUntil > now:
-				out.Outcome = xaalis.ClaimInFlight
-			default:
-				// The holder died before its action committed: take the key over.
-				if _, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET token = ?, locked_until = ?
-					WHERE merchant_id = ? AND mode = ? AND key = ?`, c.Token, micros(c.Now.Add(c.Lease)),
-					c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key); err != nil {
-					return fmt.Errorf("take over idempotency key: %w", err)
-				}
-				out.Outcome = xaalis.ClaimAcquired
-			}
-			return nil
-		}
-		if c.QuotaLimit > 0 {
-			start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
-			var n int
-			if err := tx.QueryRowContext(ctx, `INSERT INTO idempotency_quota (merchant_id, mode, window_start, count)
-				VALUES (?, ?, ?, 1) ON CONFLICT (merchant_id, mode, window_start) DO UPDATE SET count = count + 1
-				RETURNING count`, c.Scope.MerchantID, c.Scope.Mode, micros(start)).Scan(&n); err != nil {
-				return fmt.Errorf("count idempotency quota: %w", err)
-			}
-			if n > c.QuotaLimit {
-				out = xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: start.Add(c.QuotaWindow).Sub(c.Now)}
-				return errQuota
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key, fingerprint, token, state,
-			locked_until, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'in_flight', ?, ?, ?)`,
-			c.Scope.MerchantID, c.Scope.Mode, c.Scope.Key, c.Fingerprint, c.Token, micros(c.Now.Add(c.Lease)),
-			now, micros(c.Now.Add(xaalis.IdempotencyTTL))); err != nil {
-			return fmt.Errorf("insert idempotency key: %w", err)
-		}
-		out.Outcome = xaalis.ClaimAcquired
-		return nil
+		return err
 	})
 	if errors.Is(err, errQuota) {
 		return out, nil // rolled back: a refused key does not count
@@ -90,13 +68,106 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Cl
 	return out, err
 }
 
+// ClaimIdempotency claims a key inside the command's transaction. On
+// ClaimQuotaExceeded the count was taken: the caller rolls back.
+//
+// The key is inserted first: a new key (the common case, the request
+// having found none) costs no read. A key that exists is read and answered
+// from its row; an expired one is replaced and a dead holder's taken over.
+func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
+	tx := t.tx
+	insert := func() (bool, error) {
+		res, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state,
+			locked_until, created_at, expires_at, instance_id) VALUES (?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, micros(c.Now.Add(c.Lease)),
+			micros(c.Now), micros(c.Now.Add(xaalis.IdempotencyTTL)), nullString(c.Instance))
+		if err != nil {
+			return false, fmt.Errorf("insert idempotency key: %w", err)
+		}
+		n, err := res.RowsAffected()
+		return n == 1, err
+	}
+	made, err := insert()
+	if err != nil {
+		return xaalis.ClaimResult{}, err
+	}
+	if !made {
+		rec, err := readKey(ctx, tx, t.box, c.Scope)
+		if err != nil {
+			return xaalis.ClaimResult{}, err
+		}
+		out := rec.Outcome(c)
+		switch {
+		case out.Outcome != xaalis.ClaimAcquired:
+			return out, nil
+		case !rec.ExpiresAt.After(c.Now.Truncate(time.Microsecond)):
+			// Past its 24 hours the key is forgotten and may be used anew.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE merchant_id = ? AND mode = ? AND key_type = ? AND key = ?`,
+				c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key); err != nil {
+				return xaalis.ClaimResult{}, fmt.Errorf("delete expired idempotency key: %w", err)
+			}
+			if made, err = insert(); err != nil || !made {
+				return xaalis.ClaimResult{}, errors.Join(err, errors.New("claim idempotency key: the expired key is still there"))
+			}
+		default:
+			// The holder is gone before its action committed: take the key
+			// over. The command then resumes from its last committed step.
+			if _, err := tx.ExecContext(ctx, `UPDATE idempotency_keys SET token = ?, locked_until = ?, instance_id = ?
+				WHERE merchant_id = ? AND mode = ? AND key_type = ? AND key = ?`, c.Token, micros(c.Now.Add(c.Lease)), nullString(c.Instance),
+				c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key); err != nil {
+				return xaalis.ClaimResult{}, fmt.Errorf("take over idempotency key: %w", err)
+			}
+			return out, nil
+		}
+	}
+	// Only a key this claim made counts against the quota.
+	if c.QuotaLimit > 0 {
+		start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
+		var n int
+		if err := tx.QueryRowContext(ctx, `INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, count)
+			VALUES (?, ?, ?, ?, 1) ON CONFLICT (merchant_id, mode, key_type, window_start) DO UPDATE SET count = count + 1
+			RETURNING count`, c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, micros(start)).Scan(&n); err != nil {
+			return xaalis.ClaimResult{}, fmt.Errorf("count idempotency quota: %w", err)
+		}
+		if n > c.QuotaLimit {
+			return xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: start.Add(c.QuotaWindow).Sub(c.Now)}, nil
+		}
+	}
+	return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
+}
+
 var errQuota = errors.New("idempotency quota exceeded")
 
-func completeIdempotency(ctx context.Context, q querier, s xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
+// openAnswer returns a stored answer in clear: sealed ones (answers that
+// show a secret) are opened.
+func openAnswer(box xaalis.SecretBox, sc xaalis.IdempotencyScope, body []byte) ([]byte, error) {
+	if !bytes.HasPrefix(body, []byte(xaalis.SealedPrefix)) {
+		return body, nil
+	}
+	v, err := xaalis.OpenSecret(box, string(body), xaalis.IdempotencyAAD(sc))
+	if err != nil {
+		return nil, fmt.Errorf("stored answer: %w", err)
+	}
+	return []byte(v), nil
+}
+
+func completeIdempotency(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
+	body := r.Body
+	if r.Secret && box != nil {
+		kid, err := currentSecretKey(ctx, q, box)
+		if err != nil {
+			return err
+		}
+		sealed, err := box.Seal(kid, body, xaalis.IdempotencyAAD(s))
+		if err != nil {
+			return fmt.Errorf("seal stored answer: %w", err)
+		}
+		body = []byte(sealed)
+	}
 	res, err := q.ExecContext(ctx, `UPDATE idempotency_keys SET state = 'done', locked_until = 0, response_status = ?,
 		response_content_type = ?, response_location = ?, response_body = ?
-		WHERE merchant_id = ? AND mode = ? AND key = ? AND token = ? AND state = 'in_flight'`,
-		r.Status, r.ContentType, r.Location, r.Body, s.MerchantID, s.Mode, s.Key, token)
+		WHERE merchant_id = ? AND mode = ? AND key_type = ? AND key = ? AND token = ? AND state = 'in_flight'`,
+		r.Status, r.ContentType, r.Location, body, s.MerchantID, s.Mode, s.KeyType, s.Key, token)
 	if err != nil {
 		return fmt.Errorf("complete idempotency key: %w", err)
 	}
@@ -110,36 +181,54 @@ func completeIdempotency(ctx context.Context, q querier, s xaalis.IdempotencySco
 
 // CompleteIdempotency stores the response of a claim in its own transaction.
 func (s *Store) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	return completeIdempotency(ctx, s.write, sc, token, r)
+	return s.Update(ctx, func(xtx xaalis.Tx) error {
+		return completeIdempotency(ctx, xtx.(*Tx).tx, xtx.(*Tx).box, sc, token, r)
+	})
 }
 
 // CompleteIdempotency stores the response of a claim with the command.
 func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	return completeIdempotency(ctx, t.tx, sc, token, r)
+	return completeIdempotency(ctx, t.tx, t.box, sc, token, r)
 }
 
 // ReleaseIdempotency forgets a claim still held by token.
 func (s *Store) ReleaseIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string) error {
-	_, err := s.write.ExecContext(ctx, `DELETE FROM idempotency_keys
-		WHERE merchant_id = ? AND mode = ? AND key = ? AND token = ? AND state = 'in_flight'`,
-		sc.MerchantID, sc.Mode, sc.Key, token)
-	if err != nil {
-		return fmt.Errorf("release idempotency key: %w", err)
-	}
-	return nil
+	return s.Update(ctx, func(xtx xaalis.Tx) error {
+		_, err := xtx.(*Tx).tx.ExecContext(ctx, `DELETE FROM idempotency_keys
+			WHERE merchant_id = ? AND mode = ? AND key_type = ? AND key = ? AND token = ? AND state = 'in_flight'`,
+			sc.MerchantID, sc.Mode, sc.KeyType, sc.Key, token)
+		if err != nil {
+			return fmt.Errorf("release idempotency key: %w", err)
+		}
+		return nil
+	})
 }
 
-// PurgeIdempotency deletes expired keys and old quota windows.
+// PurgeIdempotency deletes expired keys and old quota and rate windows.
 func (s *Store) PurgeIdempotency(ctx context.Context, now time.Time) (int64, error) {
-	res, err := s.write.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE expires_at <= ? AND locked_until <= ?`,
-		micros(now), micros(now))
-	if err != nil {
-		return 0, fmt.Errorf("purge idempotency keys: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	if _, err := s.write.ExecContext(ctx, `DELETE FROM idempotency_quota WHERE window_start < ?`,
-		micros(now.Add(-xaalis.IdempotencyTTL))); err != nil {
-		return n, fmt.Errorf("purge idempotency quota: %w", err)
-	}
-	return n, nil
+	var n int64
+	err := s.Update(ctx, func(xtx xaalis.Tx) error {
+		tx := xtx.(*Tx).tx
+		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE expires_at <= ? AND locked_until <= ?`,
+			micros(now), micros(now))
+		if err != nil {
+			return fmt.Errorf("purge idempotency keys: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_quota WHERE window_start < ?`,
+			micros(now.Add(-xaalis.IdempotencyTTL))); err != nil {
+			return fmt.Errorf("purge idempotency quota: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM rate_counters WHERE window_start < ?`,
+			micros(now.Add(-xaalis.IdempotencyTTL))); err != nil {
+			return fmt.Errorf("purge rate counters: %w", err)
+		}
+		// Hold counters ('h:' scopes, by minute) older than a day hold nothing.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM volume_counters WHERE scope >= 'h:' AND scope < 'h;' AND day < ?`,
+			xaalis.HoldMinute(now.Add(-xaalis.IdempotencyTTL))); err != nil {
+			return fmt.Errorf("purge hold counters: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }

@@ -57,39 +57,18 @@ func deltas(ps []ledger.Posting) []balanceDelta {
 // PostEntry writes a journal entry and its postings and adds them to the
 // cached balances. It runs under a savepoint: on any error nothing of the
 // entry stays written, though the caller still rolls back.
-func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) (err error) {
+func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	if _, err := t.tx.ExecContext(ctx, `SAVEPOINT post_entry`); err != nil {
-		return fmt.Errorf("post entry: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_, _ = t.tx.ExecContext(ctx, `ROLLBACK TO post_entry`)
-		}
-		if _, rerr := t.tx.ExecContext(ctx, `RELEASE post_entry`); rerr != nil && err == nil {
-			err = fmt.Errorf("post entry: %w", rerr)
-		}
-	}()
-	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID,
-		micros(e.CreatedAt)); err != nil {
-		return fmt.Errorf("insert ledger entry: %w", err)
-	}
-	args := make([]any, 0, 5*len(e.Postings))
-	for i, p := range e.Postings {
-		args = append(args, e.ID, i+1, p.Account, p.Currency, p.Amount)
-	}
-	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
-		VALUES `+values(len(e.Postings), 5, ""), args...); err != nil {
-		return fmt.Errorf("insert ledger postings: %w", err)
-	}
-	// Create missing rows at zero, then add every delta in one statement:
-	// when the CHECK refuses one row, none is changed. (An upsert would not
-	// do: the CHECK judges the row proposed for insertion, the bare delta.)
+	// The balances first: when the CHECK refuses one row, the statement
+	// changes none, and the entry is not written either (rows created at
+	// zero stay, and agree with their postings).
+	// Create missing rows at zero, then add every delta in one statement.
+	// (An upsert would not do: the CHECK judges the row proposed for
+	// insertion, the bare delta.)
 	ds := deltas(e.Postings)
-	args = make([]any, 0, 3*len(ds))
+	args := make([]any, 0, 5*len(e.Postings))
 	for _, d := range ds {
 		args = append(args, d.account, d.currency, boolInt(ledger.NonNegative(d.account)))
 	}
@@ -97,20 +76,70 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) (err error) {
 		VALUES `+values(len(ds), 3, ", 0")+` ON CONFLICT DO NOTHING`, args...); err != nil {
 		return fmt.Errorf("create balances: %w", err)
 	}
-	args = []any{micros(e.CreatedAt)}
+	args = append(args[:0], micros(e.CreatedAt))
 	for _, d := range ds {
 		args = append(args, d.account, d.currency, d.amount)
 	}
-	_, err = t.tx.ExecContext(ctx, `UPDATE ledger_balances SET balance = balance + d.column3, updated_at = ?
+	// The new balances come back: a merchant's available may end below
+	// zero only through an entry that allows debt (ledger.MayOwe).
+	rows, err := t.tx.QueryContext(ctx, `UPDATE ledger_balances SET balance = balance + d.column3, updated_at = ?
 		FROM (VALUES `+values(len(ds), 3, "")+`) AS d
-		WHERE ledger_balances.account = d.column1 AND ledger_balances.currency = d.column2`, args...)
+		WHERE ledger_balances.account = d.column1 AND ledger_balances.currency = d.column2
+		RETURNING ledger_balances.account, ledger_balances.currency, ledger_balances.balance`, args...)
+	if err == nil {
+		err = checkOverdraft(e, ds, rows)
+	}
 	if isNonNegativeViolation(err) {
 		return fmt.Errorf("%w: entry %s (%s)", ledger.ErrNegative, e.ID, e.Kind)
+	}
+	if errors.Is(err, ledger.ErrNegative) {
+		// The statement changed the balances before their check: take the
+		// deltas back, so that a caller that goes on after the refusal
+		// finds the balances as they were (no entry was written).
+		if _, uerr := t.tx.ExecContext(ctx, `UPDATE ledger_balances SET balance = balance - d.column3
+			FROM (VALUES `+values(len(ds), 3, "")+`) AS d
+			WHERE ledger_balances.account = d.column1 AND ledger_balances.currency = d.column2`, args[1:]...); uerr != nil {
+			return fmt.Errorf("undo balances: %w", uerr)
+		}
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("update balances: %w", err)
 	}
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID,
+		micros(e.CreatedAt)); err != nil {
+		return fmt.Errorf("insert ledger entry: %w", err)
+	}
+	args = args[:0]
+	for i, p := range e.Postings {
+		args = append(args, e.ID, i+1, p.Account, p.Currency, p.Amount)
+	}
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
+		VALUES `+values(len(e.Postings), 5, ""), args...); err != nil {
+		return fmt.Errorf("insert ledger postings: %w", err)
+	}
 	return nil
+}
+
+// checkOverdraft reads an entry's new balances and refuses
+// (ledger.ErrNegative) a debit that leaves a merchant's available below
+// zero in an entry that does not allow debt.
+func checkOverdraft(e *ledger.Entry, ds []balanceDelta, rows *sql.Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+		var acc, cur string
+		var bal int64
+		if err := rows.Scan(&acc, &cur, &bal); err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if d.account == acc && d.currency == cur && e.Overdrawn(acc, d.amount, bal) {
+				return fmt.Errorf("%w: entry %s (%s) takes %s to %d %s", ledger.ErrNegative, e.ID, e.Kind, acc, bal, cur)
+			}
+		}
+	}
+	return rows.Err()
 }
 
 // values makes n parenthesised groups of k placeholders, each followed by

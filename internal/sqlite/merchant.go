@@ -12,19 +12,19 @@ import (
 )
 
 const merchantColumns = `m.id, m.name, m.country, m.settlement_currency, m.status, m.kyc,
-	m.allowed_providers, m.allow_ips, m.payouts_enabled, m.created_at, m.updated_at`
+	m.allowed_providers, m.allow_ips, m.payouts_enabled, m.created_at, m.updated_at, m.return_hosts`
 
 func scanMerchant(sc func(...any) error, extra ...any) (*xaalis.Merchant, error) {
 	var m xaalis.Merchant
-	var providers, ips string
+	var providers, ips, hosts string
 	var payouts int
 	var created, updated int64
 	dst := append([]any{&m.ID, &m.Name, &m.Country, &m.SettlementCurrency, &m.Status, &m.KYC,
-		&providers, &ips, &payouts, &created, &updated}, extra...)
+		&providers, &ips, &payouts, &created, &updated, &hosts}, extra...)
 	if err := sc(dst...); err != nil {
 		return nil, notFound(err)
 	}
-	m.AllowedProviders = splitList(providers)
+	m.AllowedProviders, m.ReturnHosts = splitList(providers), splitList(hosts)
 	var err error
 	if m.AllowIPs, err = parsePrefixes(ips); err != nil {
 		return nil, err
@@ -73,10 +73,11 @@ func getMerchant(ctx context.Context, q querier, id string) (*xaalis.Merchant, e
 // CreateMerchant inserts a merchant.
 func (t *Tx) CreateMerchant(ctx context.Context, m *xaalis.Merchant) error {
 	_, err := t.tx.ExecContext(ctx, `INSERT INTO merchants (id, name, country, settlement_currency, status, kyc,
-		allowed_providers, allow_ips, payouts_enabled, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		allowed_providers, allow_ips, payouts_enabled, created_at, updated_at, return_hosts)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.Name, m.Country, m.SettlementCurrency, m.Status, m.KYC,
 		strings.Join(m.AllowedProviders, ","), joinPrefixes(m.AllowIPs), boolInt(m.PayoutsEnabled),
-		micros(m.CreatedAt), micros(m.UpdatedAt))
+		micros(m.CreatedAt), micros(m.UpdatedAt), strings.Join(m.ReturnHosts, ","))
 	return err
 }
 
@@ -89,9 +90,9 @@ func (t *Tx) MerchantForUpdate(ctx context.Context, id string) (*xaalis.Merchant
 // UpdateMerchant writes every mutable field of m.
 func (t *Tx) UpdateMerchant(ctx context.Context, m *xaalis.Merchant) error {
 	res, err := t.tx.ExecContext(ctx, `UPDATE merchants SET name = ?, status = ?, kyc = ?, allowed_providers = ?,
-		allow_ips = ?, payouts_enabled = ?, updated_at = ? WHERE id = ?`,
+		allow_ips = ?, payouts_enabled = ?, updated_at = ?, return_hosts = ? WHERE id = ?`,
 		m.Name, m.Status, m.KYC, strings.Join(m.AllowedProviders, ","), joinPrefixes(m.AllowIPs),
-		boolInt(m.PayoutsEnabled), micros(m.UpdatedAt), m.ID)
+		boolInt(m.PayoutsEnabled), micros(m.UpdatedAt), strings.Join(m.ReturnHosts, ","), m.ID)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -118,31 +117,4 @@ func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, since t
 		return n, time.Time{}, nil
 	}
 	return n, fromMicros(oldest.Int64), nil
-}
-
-// InsertOperatorToken stores an operator token.
-func (t *Tx) InsertOperatorToken(ctx context.Context, o *xaalis.OperatorToken) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO operator_tokens (id, name, hash, created_at, revoked_at)
-		VALUES (?, ?, ?, ?, ?)`, o.ID, o.Name, o.Hash, micros(o.CreatedAt), nullMicros(o.RevokedAt))
-	if err != nil {
-		return fmt.Errorf("insert operator token: %w", err)
-	}
-	return nil
-}
-
-// OperatorTokenByHash finds an operator token by its hash.
-func (s *Store) OperatorTokenByHash(ctx context.Context, hash []byte) (*xaalis.OperatorToken, error) {
-	var o xaalis.OperatorToken
-	var created int64
-	var revoked sql.NullInt64
-	err := s.read.QueryRowContext(ctx, `SELECT id, name, hash, created_at, revoked_at FROM operator_tokens
-		WHERE hash = ?`, hash).Scan(&o.ID, &o.Name, &o.Hash, &created, &revoked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, xaalis.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read operator token: %w", err)
-	}
-	o.CreatedAt, o.RevokedAt = fromMicros(created), fromNullMicros(revoked)
-	return &o, nil
 }

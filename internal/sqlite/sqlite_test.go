@@ -3,11 +3,17 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/xaalis/xaalis/internal/sqlite"
 	"github.com/xaalis/xaalis/internal/storetest"
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -24,6 +30,7 @@ func openPath(t *testing.T) (xaalis.Store, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	s.SetSecretBox(testutil.Keyring(t))
 	return s, path
 }
 
@@ -32,7 +39,8 @@ func TestStore(t *testing.T) { storetest.Run(t, open) }
 func TestPragmas(t *testing.T) {
 	s := open(t).(*sqlite.Store)
 	got := s.Pragmas(context.Background())
-	want := map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "10000"}
+	want := map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "10000",
+		"temp_store": "2", "wal_autocheckpoint": "0"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("pragma %s = %q, want %q", k, got[k], v)
@@ -53,4 +61,136 @@ func TestLedgerCorruption(t *testing.T) {
 		_, err := db.ExecContext(context.Background(), q)
 		return err
 	})
+}
+
+// TestPathWithURICharacters: a path holding '#', '?' or '%' names its own
+// file. (A parallel subtest's directory is named "Test…#01": before the
+// path was escaped, SQLite cut it at '#' and every such test shared one
+// database in /tmp.)
+func TestPathWithURICharacters(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	var ids []string
+	for _, sub := range []string{"a#1", "a#2", "b?x=1", "c%41"} {
+		s, err := sqlite.Open(ctx, filepath.Join(dir, sub, "x.db"))
+		if err != nil {
+			t.Fatalf("%s: %v", sub, err)
+		}
+		m := storetest.NewMerchant(t, s)
+		ids = append(ids, m.ID)
+		s.Close()
+	}
+	for i, sub := range []string{"a#1", "a#2", "b?x=1", "c%41"} {
+		s, err := sqlite.Open(ctx, filepath.Join(dir, sub, "x.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, id := range ids {
+			_, err := s.Merchant(ctx, id)
+			if (err == nil) != (i == j) {
+				t.Fatalf("database %s, merchant of %d: %v", sub, j, err)
+			}
+		}
+		s.Close()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+		t.Fatal("a file named after the cut path exists")
+	}
+}
+
+// TestMigrateDebtFold: a database an older release left with a chargeback
+// debt apart is migrated so that the debt is carried in available.
+func TestMigrateDebtFold(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	if err := sqlite.MigrateTo(ctx, path, 11); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows := storetest.DebtFoldRows
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO merchants (id, name, country, settlement_currency, status, kyc, created_at, updated_at)
+		VALUES (?, 'Old', 'SN', 'XOF', 'active', 'approved', 0, 0)`, storetest.DebtFoldMerchant)
+	for _, e := range rows.Entries {
+		exec(`INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
+			VALUES (?, 'test', ?, ?, 'transaction', ?, 0)`, e[0], storetest.DebtFoldMerchant, e[1], e[0])
+	}
+	for _, p := range rows.Postings {
+		exec(`INSERT INTO ledger_postings (entry_id, line, account, currency, amount) VALUES (?, ?, ?, 'XOF', ?)`,
+			p.Entry, p.Line, p.Account, p.Amount)
+	}
+	for _, b := range rows.Balances {
+		nn := 0
+		if b.NonNegative {
+			nn = 1
+		}
+		exec(`INSERT INTO ledger_balances (account, currency, balance, non_negative, updated_at) VALUES (?, 'XOF', ?, ?, 0)`,
+			b.Account, b.Balance, nn)
+	}
+	db.Close()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckDebtFold(t, s)
+}
+
+// TestDiskFull: a write that finds no room (max_page_count stands in for a
+// full disk) answers service_unavailable and leaves nothing; reads go on;
+// the readiness probe fails until writes succeed again.
+func TestDiskFull(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openPath(t)
+	st := s.(*sqlite.Store)
+	storetest.NewMerchant(t, s)
+	var pages int
+	if err := st.ExecRaw(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pages = st.PageCount(t)
+	if err := st.ExecRaw(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for i := range 200 { // fill the last free pages
+		m := &xaalis.Merchant{ID: xaalis.NewUUIDv7(), Name: strings.Repeat("x", 2000), Country: "SN", SettlementCurrency: xaalis.XOF,
+			Status: xaalis.MerchantActive, KYC: xaalis.KYCPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+		if err = s.Update(ctx, func(tx xaalis.Tx) error { return tx.CreateMerchant(ctx, m) }); err != nil {
+			t.Logf("full after %d merchants", i)
+			break
+		}
+	}
+	var e *xaalis.Error
+	if !errors.As(err, &e) || e.Code != xaalis.EServiceUnavailable || e.RetryAfter == 0 || !strings.Contains(e.Message, "disk is full") {
+		t.Fatalf("write on a full disk: %v", err)
+	}
+	if _, err := s.Instances(ctx); err != nil {
+		t.Fatalf("reads stop on a full disk: %v", err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("ready on a full disk")
+	}
+	if err := st.ExecRaw(ctx, `PRAGMA max_page_count = 1073741823`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("not ready once space returns: %v", err)
+	}
+	storetest.NewMerchant(t, s)
+	if got := st.IntegrityCheck(t); got != "ok" {
+		t.Fatalf("integrity_check: %s", got)
+	}
 }

@@ -15,7 +15,7 @@ const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status,
 	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
 	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
 	settlement_currency, expires_at, reconciled_at, created_at, updated_at, parent_id, fee, fee_currency,
-	idempotency_key, description, dispatched_at`
+	idempotency_key, description, dispatched_at, key_type`
 
 // txColumnList is txColumns, one name an item.
 var txColumnList = func() []string {
@@ -36,7 +36,7 @@ func scanTx(sc func(...any) error) (*xaalis.Transaction, error) {
 		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
 		&next, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL, &md,
 		&t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &expires, &reconciled, &created, &updated,
-		&parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &dispatched)
+		&parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &dispatched, &t.KeyType)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -89,7 +89,7 @@ func txArgs(t *xaalis.Transaction) ([]any, error) {
 		t.ProviderRef, next, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
 		t.CallbackURL, md, t.FailureReason, t.ExchangeRate, settle, settleCur, micros(t.ExpiresAt),
 		nullMicros(t.ReconciledAt), micros(t.CreatedAt), micros(t.UpdatedAt), nullString(t.ParentID), t.Fee.Minor,
-		t.Fee.Currency, nullString(t.IdempotencyKey), t.Description, nullMicros(t.DispatchedAt)}, nil
+		t.Fee.Currency, nullString(t.IdempotencyKey), t.Description, nullMicros(t.DispatchedAt), keyTypeOf(t)}, nil
 }
 
 func queryTxs(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Transaction, error) {
@@ -172,23 +172,50 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 		ORDER BY coalesce(reconciled_at, created_at) LIMIT ?`, micros(q.Before), q.Limit)
 }
 
-// Volume sums a scope's volume counters from Since's day on.
+// Volume sums a scope's volume counters from Since's day on, and its hold
+// counters from the first minute still holding room.
 func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error) {
 	var sum int64
-	err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(amount), 0) FROM volume_counters WHERE scope = ? AND day >= ?`,
-		q.Scope(), xaalis.VolumeDay(q.Since)).Scan(&sum)
-	return sum, err
+	scope := q.Scope()
+	if err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(amount), 0) FROM volume_counters
+		WHERE (scope = ? AND day >= ?) OR (scope = ? AND day >= ?)`,
+		scope, xaalis.VolumeDay(q.Since), xaalis.HoldScope(scope), q.FirstHoldMinute()).Scan(&sum); err != nil {
+		return 0, fmt.Errorf("volume counters: %w", err)
+	}
+	return sum, nil
+}
+
+// Volumes sums several scopes in one statement.
+func (s *Store) Volumes(ctx context.Context, qs []xaalis.VolumeQuery) ([]int64, error) {
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	const one = `(SELECT coalesce(sum(amount), 0) FROM volume_counters WHERE (scope = ? AND day >= ?) OR (scope = ? AND day >= ?))`
+	args := make([]any, 0, 4*len(qs))
+	out := make([]int64, len(qs))
+	dst := make([]any, len(qs))
+	for i, q := range qs {
+		args = append(args, q.Scope(), xaalis.VolumeDay(q.Since), xaalis.HoldScope(q.Scope()), q.FirstHoldMinute())
+		dst[i] = &out[i]
+	}
+	if err := s.read.QueryRowContext(ctx, `SELECT `+one+strings.Repeat(", "+one, len(qs)-1), args...).Scan(dst...); err != nil {
+		return nil, fmt.Errorf("volume counters: %w", err)
+	}
+	return out, nil
 }
 
 // AddVolume adds delta to the counters of scopes for one day.
 func (t *Tx) AddVolume(ctx context.Context, scopes []string, day int64, delta int64) error {
-	for _, sc := range scopes {
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES (?, ?, ?)
-			ON CONFLICT (scope, day) DO UPDATE SET amount = amount + excluded.amount`, sc, day, delta); err != nil {
-			return err
-		}
+	if len(scopes) == 0 {
+		return nil
 	}
-	return nil
+	args := make([]any, 0, 3*len(scopes))
+	for _, sc := range scopes {
+		args = append(args, sc, day, delta)
+	}
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES `+values(len(scopes), 3, "")+`
+		ON CONFLICT (scope, day) DO UPDATE SET amount = amount + excluded.amount`, args...)
+	return err
 }
 
 // Customer returns one of the merchant's customers.
@@ -248,9 +275,9 @@ func (t *Tx) TransactionForUpdate(ctx context.Context, id string) (*xaalis.Trans
 }
 
 // TransactionByMerchantRefForUpdate reads a payment or payout by merchant_ref.
-func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode xaalis.Mode, ref string) (*xaalis.Transaction, error) {
+func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode xaalis.Mode, kt xaalis.KeyType, ref string) (*xaalis.Transaction, error) {
 	return scanTx(t.tx.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions
-		WHERE merchant_id = ? AND mode = ? AND merchant_ref = ?`, merchantID, mode, ref).Scan)
+		WHERE merchant_id = ? AND mode = ? AND key_type = ? AND merchant_ref = ?`, merchantID, mode, kt, ref).Scan)
 }
 
 // RefundedAmount sums a payment's refunds that are not failed, cancelled
@@ -284,7 +311,7 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 	vals := make([]any, 0, len(txColumnList))
 	for i, c := range txColumnList {
 		switch c {
-		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key":
+		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type":
 			continue
 		}
 		sets = append(sets, c+" = ?")
@@ -299,27 +326,26 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 
 // UpsertCustomer finds or creates the customer of a phone.
 func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Customer, error) {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO customers (id, merchant_id, mode, phone, name, created_at, updated_at)
+	// The upsert always updates (the name, when missing), so RETURNING
+	// gives the row, new or found, in one statement.
+	return scanCustomer(t.tx.QueryRowContext(ctx, `INSERT INTO customers (id, merchant_id, mode, phone, name, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
-			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END`,
-		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, micros(c.CreatedAt), micros(c.UpdatedAt))
-	if err != nil {
-		return nil, err
-	}
-	return scanCustomer(t.tx.QueryRowContext(ctx, `SELECT id, merchant_id, mode, phone, name, created_at, updated_at
-		FROM customers WHERE merchant_id = ? AND mode = ? AND phone = ?`, c.MerchantID, c.Mode, c.Phone).Scan)
+			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END
+		RETURNING id, merchant_id, mode, phone, name, created_at, updated_at`,
+		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, micros(c.CreatedAt), micros(c.UpdatedAt)).Scan)
 }
 
 // InsertEvent stores an event after the object's last one.
 func (t *Tx) InsertEvent(ctx context.Context, e *xaalis.Event) error {
-	if err := t.tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) + 1 FROM events WHERE object_id = ?`, e.ObjectID).Scan(&e.Seq); err != nil {
-		return err
-	}
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.ID, e.MerchantID, e.Mode, e.Type, e.ObjectType, e.ObjectID, e.Seq,
-		string(e.Data), micros(e.CreatedAt))
-	return err
+	// One statement numbers the event after its object's last (seq) and
+	// after every event committed (stream_pos: one writer at a time, so the
+	// commit order), and inserts it.
+	return t.tx.QueryRowContext(ctx, `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data,
+		created_at, stream_pos) VALUES (?, ?, ?, ?, ?, ?,
+		(SELECT coalesce(max(seq), 0) + 1 FROM events WHERE object_id = ?), ?, ?,
+		(SELECT coalesce(max(stream_pos), 0) + 1 FROM events)) RETURNING seq`, e.ID, e.MerchantID, e.Mode, e.Type,
+		e.ObjectType, e.ObjectID, e.ObjectID, string(e.Data), micros(e.CreatedAt)).Scan(&e.Seq)
 }
 
 // NotificationFirstSeen records a provider notification id.
@@ -331,4 +357,13 @@ func (t *Tx) NotificationFirstSeen(ctx context.Context, provider, eventID string
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+// keyTypeOf is the kind of key that created t; records made before the
+// distinction, and payouts and refunds, are the secret key's.
+func keyTypeOf(t *xaalis.Transaction) xaalis.KeyType {
+	if t.KeyType == "" {
+		return xaalis.KeySecret
+	}
+	return t.KeyType
 }

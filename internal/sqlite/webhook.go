@@ -31,40 +31,67 @@ func scanEndpoint(sc func(...any) error) (*xaalis.WebhookEndpoint, error) {
 	return &w, nil
 }
 
-func queryEndpoints(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.WebhookEndpoint, error) {
-	return queryAll(ctx, q, "list webhook endpoints", scanEndpoint, query, args...)
+// queryEndpoints lists endpoints with their secrets opened.
+func queryEndpoints(ctx context.Context, q querier, box xaalis.SecretBox, query string, args ...any) ([]*xaalis.WebhookEndpoint, error) {
+	list, err := queryAll(ctx, q, "list webhook endpoints", scanEndpoint, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range list {
+		if err := xaalis.OpenEndpointSecrets(box, w); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
 }
 
-func getEndpoint(ctx context.Context, q querier, merchantID, id string) (*xaalis.WebhookEndpoint, error) {
-	return scanEndpoint(q.QueryRowContext(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
+func getEndpoint(ctx context.Context, q querier, box xaalis.SecretBox, merchantID, id string) (*xaalis.WebhookEndpoint, error) {
+	w, err := scanEndpoint(q.QueryRowContext(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
 		WHERE merchant_id = ? AND id = ? AND deleted_at IS NULL`, merchantID, id).Scan)
+	if err != nil {
+		return nil, err
+	}
+	return w, xaalis.OpenEndpointSecrets(box, w)
 }
 
 // activeEndpoints are the merchant's endpoints in a mode, not deleted,
 // oldest first.
-func activeEndpoints(ctx context.Context, q querier, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
-	return queryEndpoints(ctx, q, `SELECT `+endpointColumns+` FROM webhook_endpoints
+func activeEndpoints(ctx context.Context, q querier, box xaalis.SecretBox, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
+	return queryEndpoints(ctx, q, box, `SELECT `+endpointColumns+` FROM webhook_endpoints
 		WHERE merchant_id = ? AND mode = ? AND deleted_at IS NULL ORDER BY created_at, id`, merchantID, mode)
 }
 
 // WebhookEndpoint returns one of the merchant's endpoints, in either mode,
 // unless it is deleted.
 func (s *Store) WebhookEndpoint(ctx context.Context, merchantID, id string) (*xaalis.WebhookEndpoint, error) {
-	return getEndpoint(ctx, s.read, merchantID, id)
+	return getEndpoint(ctx, s.read, s.secretBox(), merchantID, id)
 }
 
 // WebhookEndpoints lists the merchant's endpoints in a mode, not deleted,
 // oldest first.
 func (s *Store) WebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
-	return activeEndpoints(ctx, s.read, merchantID, mode)
+	return activeEndpoints(ctx, s.read, s.secretBox(), merchantID, mode)
 }
 
-// InsertWebhookEndpoint stores a new endpoint.
+// sealEndpoint returns an endpoint's secrets sealed under the current key.
+func (t *Tx) sealEndpoint(ctx context.Context, w *xaalis.WebhookEndpoint) (secret, previous string, err error) {
+	kid, err := currentSecretKey(ctx, t.tx, t.box)
+	if err != nil {
+		return "", "", err
+	}
+	return xaalis.SealEndpointSecrets(t.box, kid, w)
+}
+
+// InsertWebhookEndpoint stores a new endpoint, its secret sealed.
 func (t *Tx) InsertWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoint) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (`+endpointColumns+`)
+	secret, previous, err := t.sealEndpoint(ctx, w)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (`+endpointColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		w.ID, w.MerchantID, w.Mode, w.URL, w.Description, strings.Join(w.Events, ","), w.Format, w.Secret,
-		w.PreviousSecret, nullMicros(w.PreviousExpiresAt), micros(w.CreatedAt), micros(w.UpdatedAt),
+		w.ID, w.MerchantID, w.Mode, w.URL, w.Description, strings.Join(w.Events, ","), w.Format, secret,
+		previous, nullMicros(w.PreviousExpiresAt), micros(w.CreatedAt), micros(w.UpdatedAt),
 		nullMicros(w.DeletedAt))
 	if err != nil {
 		return fmt.Errorf("insert webhook endpoint: %w", err)
@@ -75,16 +102,20 @@ func (t *Tx) InsertWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoin
 // WebhookEndpointForUpdate reads an endpoint that is not deleted inside the
 // write transaction, which already holds SQLite's single write lock.
 func (t *Tx) WebhookEndpointForUpdate(ctx context.Context, merchantID, id string) (*xaalis.WebhookEndpoint, error) {
-	return getEndpoint(ctx, t.tx, merchantID, id)
+	return getEndpoint(ctx, t.tx, t.box, merchantID, id)
 }
 
 // UpdateWebhookEndpoint writes an endpoint's mutable fields; setting
 // DeletedAt deletes it. A deleted endpoint is not found.
 func (t *Tx) UpdateWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoint) error {
+	secret, previous, err := t.sealEndpoint(ctx, w)
+	if err != nil {
+		return err
+	}
 	res, err := t.tx.ExecContext(ctx, `UPDATE webhook_endpoints SET url = ?, description = ?, events = ?,
 		payload_format = ?, secret = ?, previous_secret = ?, previous_expires_at = ?, updated_at = ?, deleted_at = ?
 		WHERE merchant_id = ? AND id = ? AND deleted_at IS NULL`,
-		w.URL, w.Description, strings.Join(w.Events, ","), w.Format, w.Secret, w.PreviousSecret,
+		w.URL, w.Description, strings.Join(w.Events, ","), w.Format, secret, previous,
 		nullMicros(w.PreviousExpiresAt), micros(w.UpdatedAt), nullMicros(w.DeletedAt), w.MerchantID, w.ID)
 	if err != nil {
 		return fmt.Errorf("update webhook endpoint: %w", err)
@@ -95,7 +126,7 @@ func (t *Tx) UpdateWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoin
 // ActiveWebhookEndpoints lists the merchant's endpoints in a mode for
 // fan-out, inside the event's transaction.
 func (t *Tx) ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
-	return activeEndpoints(ctx, t.tx, merchantID, mode)
+	return activeEndpoints(ctx, t.tx, t.box, merchantID, mode)
 }
 
 const eventColumns = `id, merchant_id, mode, type, object_type, object_id, seq, data, created_at`
@@ -241,21 +272,20 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	if limit <= 0 {
 		return nil, nil
 	}
-	t, err := s.write.BeginTx(ctx, nil)
+	var list []*xaalis.Delivery
+	err := s.Update(ctx, func(xtx xaalis.Tx) (err error) {
+		list, err = queryDeliveries(ctx, xtx.(*Tx).tx, `UPDATE webhook_deliveries SET locked_until = ?
+			WHERE id IN (SELECT id FROM webhook_deliveries
+				WHERE status = 'pending' AND next_attempt_at <= ? AND locked_until <= ?
+				ORDER BY next_attempt_at, id LIMIT ?)
+			RETURNING `+deliveryColumns, micros(now.Add(lease)), micros(now), micros(now), limit)
+		if err != nil {
+			return fmt.Errorf("claim deliveries: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = t.Rollback() }()
-	list, err := queryDeliveries(ctx, t, `UPDATE webhook_deliveries SET locked_until = ?
-		WHERE id IN (SELECT id FROM webhook_deliveries
-			WHERE status = 'pending' AND next_attempt_at <= ? AND locked_until <= ?
-			ORDER BY next_attempt_at, id LIMIT ?)
-		RETURNING `+deliveryColumns, micros(now.Add(lease)), micros(now), micros(now), limit)
-	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: %w", err)
-	}
-	if err := t.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+		return nil, err
 	}
 	sortDue(list)
 	return list, nil
@@ -292,29 +322,62 @@ func (s *Store) RecordAttempt(ctx context.Context, d *xaalis.Delivery, a *xaalis
 			a.ID, d.ID, micros(a.AttemptedAt), a.DurationMS, a.HTTPStatus, a.ErrorMessage); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
-		return nil
+		// The attempt is counted in the same transaction (the metrics'
+		// xaalis_webhook_deliveries_total).
+		day, shard, delta := xaalis.AttemptStat(d, a)
+		return xtx.AddStats(ctx, day, shard, delta)
 	})
 }
 
 // CallbackSecret returns the merchant's callback secret in a mode, storing
-// fresh on first use: of concurrent first callers, the first insert wins
-// and all read it.
+// fresh (sealed) on first use: of concurrent first callers, the first
+// insert wins and all read it.
 func (s *Store) CallbackSecret(ctx context.Context, merchantID string, mode xaalis.Mode, fresh string) (string, error) {
-	const read = `SELECT secret FROM webhook_callback_secrets WHERE merchant_id = ? AND mode = ?`
+	return s.stableSecret(ctx, xaalis.SecretTableCallback, "callback secret", xaalis.CallbackSecretAAD(merchantID, mode),
+		merchantID, mode, fresh)
+}
+
+// ListenSecret returns the merchant's `xaalis listen` secret in a mode,
+// storing fresh (sealed) on first use, like CallbackSecret.
+func (s *Store) ListenSecret(ctx context.Context, merchantID string, mode xaalis.Mode, fresh string) (string, error) {
+	return s.stableSecret(ctx, xaalis.SecretTableListen, "listen secret", xaalis.ListenSecretAAD(merchantID, mode),
+		merchantID, mode, fresh)
+}
+
+// stableSecret reads a secret kept sealed per merchant and mode in table,
+// inserting fresh when there is none.
+func (s *Store) stableSecret(ctx context.Context, table, what string, aad []byte, merchantID string, mode xaalis.Mode, fresh string) (string, error) {
+	read := `SELECT secret FROM ` + table + ` WHERE merchant_id = ? AND mode = ?`
+	box := s.secretBox()
 	var v string
 	err := s.read.QueryRowContext(ctx, read, merchantID, mode).Scan(&v)
 	if err == nil {
-		return v, nil
+		return xaalis.OpenSecret(box, v, aad)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("read callback secret: %w", err)
+		return "", fmt.Errorf("read %s: %w", what, err)
 	}
-	if _, err := s.write.ExecContext(ctx, `INSERT INTO webhook_callback_secrets (merchant_id, mode, secret, created_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, merchantID, mode, fresh, micros(time.Now())); err != nil {
-		return "", fmt.Errorf("create callback secret: %w", err)
+	err = s.Update(ctx, func(xtx xaalis.Tx) error {
+		tx := xtx.(*Tx).tx
+		kid, err := currentSecretKey(ctx, tx, box)
+		if err != nil {
+			return err
+		}
+		sealed, err := xaalis.SealSecret(box, kid, fresh, aad)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (merchant_id, mode, secret, created_at)
+			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, merchantID, mode, sealed, micros(time.Now())); err != nil {
+			return fmt.Errorf("create %s: %w", what, err)
+		}
+		if err := tx.QueryRowContext(ctx, read, merchantID, mode).Scan(&v); err != nil {
+			return fmt.Errorf("read %s: %w", what, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
-	if err := s.write.QueryRowContext(ctx, read, merchantID, mode).Scan(&v); err != nil {
-		return "", fmt.Errorf("read callback secret: %w", err)
-	}
-	return v, nil
+	return xaalis.OpenSecret(box, v, aad)
 }

@@ -188,6 +188,29 @@ func testLedgerNegative(t *testing.T, s xaalis.Store) {
 	mustPost(t, s, newEntry(m, "out", "ok", t0.Add(time.Hour), ledger.Move(world, clearing, "XOF", 2000)...))
 	wantBalances(t, s, xaalis.XOF, map[string]int64{avail: 0, pending: -5, world: -995, clearing: 1000}, t0.Add(time.Hour))
 	wantClean(t, s)
+
+	// Debt: an entry that allows it takes available below zero (a refund);
+	// a credit to a negative available passes and recovers part of it;
+	// a debit without AllowDebt is refused while available is negative,
+	// and so is one that would end below zero, even on a new row.
+	owed := newEntry(m, "refund.reserve", "debt", t0.Add(2*time.Hour), ledger.Move(avail, reserved, "XOF", 700)...)
+	owed.AllowDebt = true
+	mustPost(t, s, owed)
+	mustPost(t, s, newEntry(m, "payment.success", "debt", t0.Add(2*time.Hour), ledger.Move(clearing, avail, "XOF", 300)...))
+	wantBalances(t, s, xaalis.XOF, map[string]int64{avail: -400, reserved: 700}, t0.Add(2*time.Hour))
+	err = postEntry(s, newEntry(m, "payout.reserve", "debt-no", t0.Add(3*time.Hour), ledger.Move(avail, reserved, "XOF", 1)...))
+	if !errors.Is(err, ledger.ErrNegative) {
+		t.Fatalf("debit of an indebted available: err = %v, want ErrNegative", err)
+	}
+	m2 := NewMerchant(t, s)
+	err = postEntry(s, newEntry(m2, "payout.reserve", "debt-no", t0.Add(3*time.Hour), ledger.Move(account(m2, ledger.Available), account(m2, ledger.Reserved), "XOF", 1)...))
+	if !errors.Is(err, ledger.ErrNegative) {
+		t.Fatalf("overdraw a new available: err = %v, want ErrNegative", err)
+	}
+	wantNoEntries(t, s, "debt-no")
+	mustPost(t, s, newEntry(m, "payment.success", "debt", t0.Add(3*time.Hour), ledger.Move(clearing, avail, "XOF", 500)...))
+	wantBalances(t, s, xaalis.XOF, map[string]int64{avail: 100, reserved: 700}, t0.Add(3*time.Hour))
+	wantClean(t, s)
 }
 
 func testLockBalance(t *testing.T, s xaalis.Store) {
@@ -325,7 +348,9 @@ func LedgerCorruption(t *testing.T, s xaalis.Store, exec func(query string) erro
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	run(`UPDATE ledger_balances SET balance = balance + 7 WHERE account = '` + avail + `' AND currency = 'XOF'`)
+	// One row of the balance (PostgreSQL splits a hot balance in shards).
+	run(`UPDATE ledger_balances SET balance = balance + 7 WHERE account = '` + avail + `' AND currency = 'XOF'
+		AND balance = (SELECT max(balance) FROM ledger_balances WHERE account = '` + avail + `' AND currency = 'XOF')`)
 	check(ledger.Problem{Kind: "balance_mismatch", Account: avail, Currency: "XOF", Cached: 607, Posted: 600})
 	// A cached balance without postings, and a posting without a cached
 	// balance that unbalances its entry.
@@ -708,4 +733,81 @@ func testOperatorToken(t *testing.T, s xaalis.Store) {
 	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertOperatorToken(ctx, dup) }); err == nil {
 		t.Fatal("a duplicate token hash was stored")
 	}
+}
+
+// DebtFoldSeed is what a database migrated to 00011 holds for CheckDebtFold:
+// merchant DebtFoldMerchant collected 810 XOF, then a dispute of 10 000
+// held those 810 and owed 9 190 in the old chargeback_debt account.
+const DebtFoldMerchant = "0190aaaa-0000-7000-8000-000000000001"
+
+// DebtFoldRows are the seed's ledger rows: entries (id, kind), postings
+// (entry, line, account, amount) and balances (account, balance,
+// non_negative), all in XOF at t0.
+var DebtFoldRows = struct {
+	Entries  [][2]string
+	Postings []struct {
+		Entry   string
+		Line    int
+		Account string
+		Amount  int64
+	}
+	Balances []struct {
+		Account     string
+		Balance     int64
+		NonNegative bool
+	}
+}{
+	Entries: [][2]string{{"seed-pay", "payment.success"}, {"seed-dispute", "dispute.open"}},
+	Postings: []struct {
+		Entry   string
+		Line    int
+		Account string
+		Amount  int64
+	}{
+		{"seed-pay", 1, "test:provider:channel_a:clearing", -81000},
+		{"seed-pay", 2, "test:merchant:" + DebtFoldMerchant + ":available", 81000},
+		{"seed-dispute", 1, "test:merchant:" + DebtFoldMerchant + ":reserved", 1000000},
+		{"seed-dispute", 2, "test:merchant:" + DebtFoldMerchant + ":available", -81000},
+		{"seed-dispute", 3, "test:merchant:" + DebtFoldMerchant + ":chargeback_debt", -919000},
+	},
+	Balances: []struct {
+		Account     string
+		Balance     int64
+		NonNegative bool
+	}{
+		{"test:provider:channel_a:clearing", -81000, false},
+		{"test:merchant:" + DebtFoldMerchant + ":available", 0, true},
+		{"test:merchant:" + DebtFoldMerchant + ":reserved", 1000000, true},
+		{"test:merchant:" + DebtFoldMerchant + ":chargeback_debt", -919000, false},
+	},
+}
+
+// CheckDebtFold checks a store opened (so migrated past 00012) over the
+// DebtFoldRows seed: the chargeback debt moved into available by one
+// balanced entry, the ledger is clean, a credit recovers part of the debt
+// and a debit without AllowDebt is refused.
+func CheckDebtFold(t *testing.T, s xaalis.Store) {
+	t.Helper()
+	avail := "test:merchant:" + DebtFoldMerchant + ":available"
+	debt := "test:merchant:" + DebtFoldMerchant + ":chargeback_debt"
+	reserved := "test:merchant:" + DebtFoldMerchant + ":reserved"
+	got, _, err := s.Balances(context.Background(), []string{avail, debt, reserved}, xaalis.XOF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[avail] != -919000 || got[debt] != 0 || got[reserved] != 1000000 {
+		t.Fatalf("after the migration: %v", got)
+	}
+	es, err := s.Entries(context.Background(), debt)
+	if err != nil || len(es) != 1 || es[0].Kind != "debt.fold" || es[0].MerchantID != DebtFoldMerchant {
+		t.Fatalf("fold entry: %v %+v", err, es)
+	}
+	wantClean(t, s)
+	m := &xaalis.Merchant{ID: DebtFoldMerchant}
+	mustPost(t, s, newEntry(m, "payment.success", "fold", t0.Add(time.Hour), ledger.Move(clearing, avail, "XOF", 50000)...))
+	if err := postEntry(s, newEntry(m, "payout.reserve", "fold", t0.Add(time.Hour), ledger.Move(avail, reserved, "XOF", 1)...)); !errors.Is(err, ledger.ErrNegative) {
+		t.Fatalf("debit of an indebted available: %v", err)
+	}
+	wantBalances(t, s, xaalis.XOF, map[string]int64{avail: -869000}, t0.Add(time.Hour))
+	wantClean(t, s)
 }

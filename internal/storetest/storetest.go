@@ -27,6 +27,8 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testIdempotency(t, open(t)) })
 	t.Run("IdempotencyConcurrent", func(t *testing.T) { t.Parallel(); testIdempotencyConcurrent(t, open(t)) })
 	t.Run("IdempotencyQuota", func(t *testing.T) { t.Parallel(); testQuota(t, open(t)) })
+	t.Run("Instances", func(t *testing.T) { t.Parallel(); testInstances(t, open(t)) })
+	t.Run("IdempotencyOwner", func(t *testing.T) { t.Parallel(); testIdempotencyOwner(t, open(t)) })
 	t.Run("Plan", func(t *testing.T) { t.Parallel(); testPlan(t, open(t)) })
 	t.Run("SettingOnce", func(t *testing.T) { t.Parallel(); testSettingOnce(t, open(t)) })
 	t.Run("Transaction", func(t *testing.T) { t.Parallel(); testTransaction(t, open(t)) })
@@ -52,6 +54,10 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ClaimDeliveries", func(t *testing.T) { t.Parallel(); testClaimDeliveries(t, open(t)) })
 	t.Run("ClaimDeliveriesConcurrent", func(t *testing.T) { t.Parallel(); ConcurrentClaims(t, open(t)) })
 	t.Run("CallbackSecret", func(t *testing.T) { t.Parallel(); testCallbackSecret(t, open(t)) })
+	t.Run("ListenSecret", func(t *testing.T) { t.Parallel(); testListenSecret(t, open(t)) })
+	t.Run("EventStream", func(t *testing.T) { t.Parallel(); testEventStream(t, open(t)) })
+	t.Run("EventStreamCommitOrder", func(t *testing.T) { t.Parallel(); testEventStreamCommitOrder(t, open(t)) })
+	t.Run("RedeliveryTargets", func(t *testing.T) { t.Parallel(); testRedeliveryTargets(t, open(t)) })
 	t.Run("Dispute", func(t *testing.T) { t.Parallel(); testDispute(t, open(t)) })
 	t.Run("OneOpenDispute", func(t *testing.T) { t.Parallel(); testOneOpenDispute(t, open(t)) })
 	t.Run("DisputeList", func(t *testing.T) { t.Parallel(); testDisputeList(t, open(t)) })
@@ -62,6 +68,21 @@ func Run(t *testing.T, open Opener) {
 	t.Run("DueSubscriptions", func(t *testing.T) { t.Parallel(); testDueSubscriptions(t, open(t)) })
 	t.Run("Customers", func(t *testing.T) { t.Parallel(); testCustomers(t, open(t)) })
 	t.Run("PlanByID", func(t *testing.T) { t.Parallel(); testPlanByID(t, open(t)) })
+	t.Run("MerchantRefPerKeyType", func(t *testing.T) { t.Parallel(); testMerchantRefPerKeyType(t, open(t)) })
+	t.Run("IdempotencyKeyType", func(t *testing.T) { t.Parallel(); testIdempotencyKeyType(t, open(t)) })
+	t.Run("OperatorTokenLifecycle", func(t *testing.T) { t.Parallel(); testOperatorTokenLifecycle(t, open(t)) })
+	t.Run("AuditLog", func(t *testing.T) { t.Parallel(); testAuditLog(t, open(t)) })
+	t.Run("RateCounter", func(t *testing.T) { t.Parallel(); testRateCounter(t, open(t)) })
+	t.Run("ReturnHosts", func(t *testing.T) { t.Parallel(); testReturnHosts(t, open(t)) })
+	t.Run("Wake", func(t *testing.T) { t.Parallel(); testWake(t, open(t)) })
+	t.Run("Secrets", func(t *testing.T) { t.Parallel(); testSecrets(t, open(t)) })
+	t.Run("Stats", func(t *testing.T) { t.Parallel(); testStats(t, open(t)) })
+	t.Run("WebhookBacklog", func(t *testing.T) { t.Parallel(); testWebhookBacklog(t, open(t)) })
+	t.Run("JobsDue", func(t *testing.T) { t.Parallel(); testJobsDue(t, open(t)) })
+	t.Run("LedgerChecks", func(t *testing.T) { t.Parallel(); testLedgerChecks(t, open(t)) })
+	t.Run("RateCount", func(t *testing.T) { t.Parallel(); testRateCount(t, open(t)) })
+	t.Run("OperatorSessions", func(t *testing.T) { t.Parallel(); testOperatorSessions(t, open(t)) })
+	t.Run("OpsLists", func(t *testing.T) { t.Parallel(); testOpsLists(t, open(t)) })
 }
 
 func testSettingOnce(t *testing.T, s xaalis.Store) {
@@ -260,7 +281,7 @@ func claim(s xaalis.IdempotencyScope, fp string, token string, now time.Time) xa
 func testIdempotency(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	sc := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: "k1"}
+	sc := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "k1"}
 	want := func(c xaalis.Claim, o xaalis.ClaimOutcome) xaalis.ClaimResult {
 		t.Helper()
 		r, err := s.ClaimIdempotency(ctx, c)
@@ -276,9 +297,9 @@ func testIdempotency(t *testing.T, s xaalis.Store) {
 	want(claim(sc, "fp", "b", t0.Add(time.Second)), xaalis.ClaimInFlight)
 	want(claim(sc, "other", "b", t0.Add(time.Second)), xaalis.ClaimConflict)
 	// The other mode and another merchant are separate key spaces.
-	want(claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeLive, Key: "k1"}, "fp", "c", t0), xaalis.ClaimAcquired)
+	want(claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeLive, KeyType: xaalis.KeySecret, Key: "k1"}, "fp", "c", t0), xaalis.ClaimAcquired)
 	m2 := NewMerchant(t, s)
-	want(claim(xaalis.IdempotencyScope{MerchantID: m2.ID, Mode: xaalis.ModeTest, Key: "k1"}, "fp", "d", t0), xaalis.ClaimAcquired)
+	want(claim(xaalis.IdempotencyScope{MerchantID: m2.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "k1"}, "fp", "d", t0), xaalis.ClaimAcquired)
 
 	resp := xaalis.StoredResponse{Status: 201, ContentType: "application/json", Location: "/v1/x", Body: []byte(`{"a":1}` + "\n")}
 	if err := s.CompleteIdempotency(ctx, sc, "wrong-token", resp); !errors.Is(err, xaalis.ErrClaimLost) {
@@ -301,7 +322,7 @@ func testIdempotency(t *testing.T, s xaalis.Store) {
 
 	// A holder that died: its lease runs out and a retry takes over; the
 	// dead holder can then no longer complete.
-	sc2 := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: "k2"}
+	sc2 := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "k2"}
 	want(claim(sc2, "fp", "g", t0), xaalis.ClaimAcquired)
 	want(claim(sc2, "fp", "h", t0.Add(59*time.Second)), xaalis.ClaimInFlight)
 	want(claim(sc2, "fp", "h", t0.Add(time.Minute)), xaalis.ClaimAcquired)
@@ -335,7 +356,7 @@ func testIdempotency(t *testing.T, s xaalis.Store) {
 func testIdempotencyConcurrent(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	sc := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: "race"}
+	sc := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "race"}
 	var acquired, inflight atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -369,7 +390,7 @@ func testQuota(t *testing.T, s xaalis.Store) {
 	now := t0.Add(10 * time.Minute)
 	c := func(key string, at time.Time) xaalis.ClaimResult {
 		t.Helper()
-		cl := claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, Key: key}, "fp", key, at)
+		cl := claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: key}, "fp", key, at)
 		cl.QuotaLimit, cl.QuotaWindow = 3, time.Hour
 		r, err := s.ClaimIdempotency(ctx, cl)
 		if err != nil {
@@ -395,6 +416,54 @@ func testQuota(t *testing.T, s xaalis.Store) {
 	}
 	if r := c("3", t0.Add(time.Hour)); r.Outcome != xaalis.ClaimAcquired {
 		t.Fatalf("next window: %+v", r)
+	}
+
+	// Keys claimed at once: a small quota is exact under any concurrency.
+	race := func(limit, workers, attempts int, at time.Time) int {
+		var acquired atomic.Int64
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := next.Add(1)
+					if i > int64(attempts) {
+						return
+					}
+					key := fmt.Sprintf("race-%d-%d", limit, i)
+					cl := claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: key}, "fp", key, at)
+					cl.QuotaLimit, cl.QuotaWindow = limit, time.Hour
+					r, err := s.ClaimIdempotency(ctx, cl)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Outcome == xaalis.ClaimAcquired {
+						acquired.Add(1)
+					} else if r.Outcome != xaalis.ClaimQuotaExceeded {
+						t.Errorf("key %s: outcome %d", key, r.Outcome)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return int(acquired.Load())
+	}
+	if n := race(5, 20, 40, t0.Add(2*time.Hour)); n != 5 {
+		t.Fatalf("20 claimers at once under a quota of 5: %d keys acquired", n)
+	}
+	// A quota of thousands is counted in shards: claimers at once may pass
+	// it by as many as are in flight together, never more; then it holds.
+	const big, workers = 1024, 8
+	if n := race(big, workers, big+100, t0.Add(3*time.Hour)); n < big || n > big+workers {
+		t.Fatalf("a quota of %d with %d claimers at once: %d keys acquired", big, workers, n)
+	}
+	cl := claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "after"}, "fp", "after", t0.Add(3*time.Hour))
+	cl.QuotaLimit, cl.QuotaWindow = big, time.Hour
+	if r, err := s.ClaimIdempotency(ctx, cl); err != nil || r.Outcome != xaalis.ClaimQuotaExceeded {
+		t.Fatalf("a key after the quota was spent: %+v %v", r, err)
 	}
 }
 
@@ -461,4 +530,145 @@ func testPlan(t *testing.T, s xaalis.Store) {
 			}
 		}
 	}
+}
+
+func testInstances(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	a := &xaalis.Instance{ID: xaalis.NewUUIDv7(), Host: "h1", PID: 100, Process: "p1", StartedAt: t0, HeartbeatAt: t0}
+	b := &xaalis.Instance{ID: xaalis.NewUUIDv7(), Host: "h2", PID: 200, Process: "p2", StartedAt: t0.Add(time.Second), HeartbeatAt: t0.Add(time.Second)}
+	for _, i := range []*xaalis.Instance{a, b} {
+		if err := s.RegisterInstance(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.HeartbeatInstance(ctx, a.ID, t0.Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HeartbeatInstance(ctx, "nobody", t0); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("heartbeat of an unknown instance: %v", err)
+	}
+	list, err := s.Instances(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("instances %v %v", list, err)
+	}
+	if got := list[0]; got.ID != a.ID || got.Host != "h1" || got.PID != 100 || got.Process != "p1" ||
+		!got.StartedAt.Equal(t0) || !got.HeartbeatAt.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("instance a read back as %+v", got)
+	}
+	if err := s.RemoveInstance(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HeartbeatInstance(ctx, a.ID, t0); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("heartbeat of a removed instance: %v", err)
+	}
+	// Registering again renews the row.
+	a.HeartbeatAt = t0.Add(time.Minute)
+	if err := s.RegisterInstance(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterInstance(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.Instances(ctx); len(list) != 2 {
+		t.Fatalf("after re-registering: %v", list)
+	}
+}
+
+// testIdempotencyOwner: a claim belongs to an instance; it is in flight
+// while the instance lives, and a retry with the same request takes it
+// over at once when the instance is gone: its row removed, its heartbeat
+// older than OwnerStale, or, for the claimant's own instance, no request
+// of it running the claim.
+func testIdempotencyOwner(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	a := &xaalis.Instance{ID: xaalis.NewUUIDv7(), Host: "h", PID: 1, Process: "a", StartedAt: t0, HeartbeatAt: t0}
+	b := &xaalis.Instance{ID: xaalis.NewUUIDv7(), Host: "h", PID: 2, Process: "b", StartedAt: t0, HeartbeatAt: t0}
+	for _, i := range []*xaalis.Instance{a, b} {
+		if err := s.RegisterInstance(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := 6 * time.Second
+	running := map[string]bool{}
+	by := func(inst *xaalis.Instance, key, fp, token string, at time.Time) xaalis.Claim {
+		c := claim(xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: key}, fp, token, at)
+		c.Instance, c.OwnerStale = inst.ID, stale
+		c.Running = func(tok string) bool { return running[tok] }
+		return c
+	}
+	want := func(c xaalis.Claim, o xaalis.ClaimOutcome) {
+		t.Helper()
+		r, err := s.ClaimIdempotency(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != o {
+			t.Fatalf("claim %q of %s at %v: outcome %d, want %d", c.Token, c.Scope.Key, c.Now.Sub(t0), r.Outcome, o)
+		}
+		if o == xaalis.ClaimAcquired {
+			running[c.Token] = true
+		}
+		// The read answers as the claim does.
+		rec, err := s.IdempotencyKey(ctx, c.Scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o != xaalis.ClaimAcquired {
+			if got := rec.Outcome(c); got.Outcome != o {
+				t.Fatalf("read of %s: outcome %d, want %d", c.Scope.Key, got.Outcome, o)
+			}
+		}
+	}
+
+	// A lives: in flight, even past the lease of a claimant without an
+	// instance; a different request is a conflict.
+	want(by(a, "o1", "fp", "a1", t0), xaalis.ClaimAcquired)
+	want(by(b, "o1", "fp", "b1", t0.Add(time.Second)), xaalis.ClaimInFlight)
+	want(by(b, "o1", "other", "b1", t0.Add(time.Second)), xaalis.ClaimConflict)
+	if err := s.HeartbeatInstance(ctx, a.ID, t0.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want(by(b, "o1", "fp", "b1", t0.Add(2*time.Minute+time.Second)), xaalis.ClaimInFlight)
+	// A's heartbeat ages past OwnerStale: B takes over, and A can no
+	// longer complete.
+	want(by(b, "o1", "fp", "b2", t0.Add(2*time.Minute+stale)), xaalis.ClaimAcquired)
+	resp := xaalis.StoredResponse{Status: 201, ContentType: "application/json", Body: []byte("{}\n")}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error {
+		return tx.CompleteIdempotency(ctx, xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "o1"}, "a1", resp)
+	}); !errors.Is(err, xaalis.ErrClaimLost) {
+		t.Fatalf("the old owner completed: %v", err)
+	}
+	// The new owner is B, alive: A's retry now waits for B.
+	if err := s.HeartbeatInstance(ctx, b.ID, t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HeartbeatInstance(ctx, a.ID, t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want(by(a, "o1", "fp", "a2", t0.Add(3*time.Minute)), xaalis.ClaimInFlight)
+
+	// B shuts down (its row removed): a retry takes over at once.
+	want(by(b, "o2", "fp", "b3", t0.Add(3*time.Minute)), xaalis.ClaimAcquired)
+	want(by(a, "o2", "fp", "a3", t0.Add(3*time.Minute)), xaalis.ClaimInFlight)
+	if err := s.RemoveInstance(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	want(by(a, "o2", "fp", "a3", t0.Add(3*time.Minute)), xaalis.ClaimAcquired)
+
+	// A claim of A's own that none of its requests runs (its release
+	// failed) is taken over by A at once; one that runs is in flight.
+	want(by(a, "o3", "fp", "a4", t0.Add(3*time.Minute)), xaalis.ClaimAcquired)
+	want(by(a, "o3", "fp", "a5", t0.Add(3*time.Minute)), xaalis.ClaimInFlight)
+	running["a4"] = false
+	want(by(a, "o3", "fp", "a5", t0.Add(3*time.Minute)), xaalis.ClaimAcquired)
+
+	// Completed keys replay whatever became of their owner.
+	if err := s.CompleteIdempotency(ctx, xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "o3"}, "a5", resp); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveInstance(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	want(by(b, "o3", "fp", "b4", t0.Add(3*time.Minute)), xaalis.ClaimReplay)
 }

@@ -77,7 +77,7 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 		if err != nil {
 			return err
 		}
-		byRef, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, "order-1")
+		byRef, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, "order-1")
 		if err != nil || byRef.ID != x.ID {
 			return fmt.Errorf("by merchant_ref: %v", err)
 		}
@@ -187,45 +187,91 @@ func testDueAndVolume(t *testing.T, s xaalis.Store) {
 	if err != nil || len(due) != 1 || due[0].ID != old.ID {
 		t.Fatalf("reconcile: %d, %v", len(due), err)
 	}
-	// The volume counters, fed as the App feeds them when a payment enters
-	// the counted statuses: old (t0-1h), fresh (t0) and done (t0-1h) on
-	// channel_a/… for the payer +221770000020; failed and init never count.
+	// The volume counters hold settled payments, fed as the App feeds them
+	// when a payment enters a counted status: done (t0-1h, no provider) for
+	// the payer +221770000020. Pending payments are in the hold counters by
+	// their minute of creation, read from FirstHoldMinute on: fresh (t0,
+	// channel_a) holds room, old (t0-1h) no longer does; failed and init
+	// never count.
 	add := func(x *xaalis.Transaction, delta int64) {
 		scopes := xaalis.VolumeScopes(x)
 		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.AddVolume(ctx, scopes, xaalis.VolumeDay(x.CreatedAt), delta) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	add(old, old.LimitAmount)
-	fresh := &xaalis.Transaction{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "channel_a", PayerPhone: "+221770000020", CreatedAt: t0, LimitAmount: 500000}
-	add(fresh, fresh.LimitAmount)
+	hold := func(x *xaalis.Transaction, delta int64) {
+		scopes := xaalis.HoldScopes(x)
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.AddVolume(ctx, scopes, xaalis.HoldMinute(x.CreatedAt), delta) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ref := range []string{"old", "fresh"} {
+		var x *xaalis.Transaction
+		if err := s.Update(ctx, func(tx xaalis.Tx) (err error) {
+			x, err = tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, ref)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		hold(x, x.LimitAmount)
+	}
 	done := &xaalis.Transaction{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "", PayerPhone: "+221770000020", CreatedAt: t0.Add(-time.Hour), LimitAmount: 500000}
 	add(done, done.LimitAmount)
-	vol, err := s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0.Add(-2 * time.Hour)})
-	if err != nil || vol != 3*500000 {
-		t.Fatalf("merchant volume %d, %v", vol, err)
+	holdSince := t0.Add(-xaalis.PendingHold)
+	vol := func(q xaalis.VolumeQuery) int64 {
+		t.Helper()
+		q.Mode = xaalis.ModeTest
+		if q.MerchantID == "" && q.PayerPhone == "" {
+			q.MerchantID = m.ID
+		}
+		v, err := s.Volume(ctx, q)
+		if err != nil {
+			t.Fatalf("volume %+v: %v", q, err)
+		}
+		return v
 	}
-	// The day is the unit: a window starting any time today counts today.
-	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0}); vol != 3*500000 {
-		t.Fatalf("volume since t0's day: %d", vol)
+	for _, c := range []struct {
+		name string
+		q    xaalis.VolumeQuery
+		want int64
+	}{
+		{"merchant, holds from t0-30m", xaalis.VolumeQuery{Since: t0.Add(-2 * time.Hour), HoldSince: holdSince}, 2 * 500000},
+		{"merchant, holds from t0-2h", xaalis.VolumeQuery{Since: t0.Add(-2 * time.Hour), HoldSince: t0.Add(-2 * time.Hour)}, 3 * 500000},
+		// The day is the unit of the counters: a window starting any time
+		// today counts today; held payments are taken from the window's day.
+		{"since t0's day", xaalis.VolumeQuery{Since: t0, HoldSince: holdSince}, 2 * 500000},
+		{"since tomorrow", xaalis.VolumeQuery{Since: t0.Add(24 * time.Hour), HoldSince: holdSince}, 0},
+		{"payer", xaalis.VolumeQuery{PayerPhone: "+221770000020", Since: t0, HoldSince: holdSince}, 2 * 500000},
+		{"merchant on channel_a", xaalis.VolumeQuery{Provider: "channel_a", Since: t0, HoldSince: holdSince}, 500000},
+		{"merchant on channel_a, old holds too", xaalis.VolumeQuery{Provider: "channel_a", Since: t0, HoldSince: t0.Add(-2 * time.Hour)}, 2 * 500000},
+		{"another payer", xaalis.VolumeQuery{PayerPhone: "+221770000099", Since: t0, HoldSince: holdSince}, 0},
+	} {
+		if got := vol(c.q); got != c.want {
+			t.Errorf("%s: volume %d, want %d", c.name, got, c.want)
+		}
 	}
-	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0.Add(24 * time.Hour)}); vol != 0 {
-		t.Fatalf("volume since tomorrow: %d", vol)
+	// A pending payment that fails stops holding room: its hold is taken
+	// back out.
+	var fresh *xaalis.Transaction
+	if err := s.Update(ctx, func(tx xaalis.Tx) (err error) {
+		fresh, err = tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, "fresh")
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
-	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, PayerPhone: "+221770000020", Since: t0}); vol != 3*500000 {
-		t.Fatalf("payer volume: %d", vol)
+	hold(fresh, -fresh.LimitAmount)
+	if got := vol(xaalis.VolumeQuery{Since: t0, HoldSince: holdSince}); got != 500000 {
+		t.Fatalf("after a failure: %d", got)
 	}
-	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "channel_a", Since: t0}); vol != 2*500000 {
-		t.Fatalf("provider volume: %d", vol)
+	// A settled payment leaving the counted statuses takes its amount back out.
+	add(done, -done.LimitAmount)
+	if got := vol(xaalis.VolumeQuery{Since: t0, HoldSince: holdSince}); got != 0 {
+		t.Fatalf("after taking done out: %d", got)
 	}
-	// A payment leaving the counted statuses takes its amount back out.
-	add(fresh, -fresh.LimitAmount)
-	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeTest, MerchantID: m.ID, Since: t0}); vol != 2*500000 {
-		t.Fatalf("after a failure: %d", vol)
+	if v, _ := s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeLive, MerchantID: m.ID, Since: t0, HoldSince: t0.Add(-2 * time.Hour)}); v != 0 {
+		t.Fatalf("the live mode counts apart: %d", v)
 	}
-	if vol, _ = s.Volume(ctx, xaalis.VolumeQuery{Mode: xaalis.ModeLive, MerchantID: m.ID, Since: t0}); vol != 0 {
-		t.Fatalf("the live mode counts apart: %d", vol)
-	}
+	_ = old
 }
 
 func testEvents(t *testing.T, s xaalis.Store) {

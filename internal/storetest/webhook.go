@@ -577,7 +577,11 @@ func ConcurrentClaims(t *testing.T, stores ...xaalis.Store) {
 	}
 }
 
-func testCallbackSecret(t *testing.T, s xaalis.Store) {
+func testCallbackSecret(t *testing.T, s xaalis.Store) { testStableSecret(t, s, s.CallbackSecret) }
+
+// testStableSecret checks a secret kept per merchant and mode, made on
+// first use (CallbackSecret, ListenSecret).
+func testStableSecret(t *testing.T, s xaalis.Store, secret func(ctx context.Context, merchantID string, mode xaalis.Mode, fresh string) (string, error)) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
 	secrets := make([]string, 8)
@@ -586,7 +590,7 @@ func testCallbackSecret(t *testing.T, s xaalis.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := s.CallbackSecret(ctx, m.ID, xaalis.ModeTest, fmt.Sprint("fresh-", i))
+			v, err := secret(ctx, m.ID, xaalis.ModeTest, fmt.Sprint("fresh-", i))
 			if err != nil {
 				t.Error(err)
 			}
@@ -602,18 +606,18 @@ func testCallbackSecret(t *testing.T, s xaalis.Store) {
 	if len(secrets[0]) < len("fresh-0") || secrets[0][:6] != "fresh-" {
 		t.Fatalf("callback secret %q is none of the fresh ones", secrets[0])
 	}
-	if v, err := s.CallbackSecret(ctx, m.ID, xaalis.ModeTest, "later"); err != nil || v != secrets[0] {
+	if v, err := secret(ctx, m.ID, xaalis.ModeTest, "later"); err != nil || v != secrets[0] {
 		t.Fatalf("second use: %q, %v; want %q", v, err, secrets[0])
 	}
 	// Each mode and each merchant has a secret of its own.
-	if v, err := s.CallbackSecret(ctx, m.ID, xaalis.ModeLive, "live"); err != nil || v != "live" {
+	if v, err := secret(ctx, m.ID, xaalis.ModeLive, "live"); err != nil || v != "live" {
 		t.Fatalf("live secret: %q, %v", v, err)
 	}
 	other := NewMerchant(t, s)
-	if v, err := s.CallbackSecret(ctx, other.ID, xaalis.ModeTest, "other"); err != nil || v != "other" {
+	if v, err := secret(ctx, other.ID, xaalis.ModeTest, "other"); err != nil || v != "other" {
 		t.Fatalf("another merchant's secret: %q, %v", v, err)
 	}
-	if v, _ := s.CallbackSecret(ctx, m.ID, xaalis.ModeTest, "again"); v != secrets[0] {
+	if v, _ := secret(ctx, m.ID, xaalis.ModeTest, "again"); v != secrets[0] {
 		t.Fatalf("secret changed to %q", v)
 	}
 }

@@ -3,7 +3,12 @@ package testutil
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"sync"
+	"testing"
+
+	"github.com/xaalis/xaalis/internal/secrets"
 )
 
 // SyncBuffer collects output written from several goroutines (a server's
@@ -25,4 +30,38 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Keyring makes a key file of one fresh key in a temporary directory of
+// t and returns its keyring, to seal a test store's secrets.
+func Keyring(t testing.TB) *secrets.Keyring {
+	t.Helper()
+	k, err := secrets.Create(filepath.Join(t.TempDir(), "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+var shared struct {
+	once sync.Once
+	k    *secrets.Keyring
+	err  error
+}
+
+// SharedKeyring is one keyring for every store of a test binary, for
+// tests where several stores (server processes) share one database. Its
+// key file lives in the system's temporary directory.
+func SharedKeyring(t testing.TB) *secrets.Keyring {
+	t.Helper()
+	shared.once.Do(func() {
+		var dir string
+		if dir, shared.err = os.MkdirTemp("", "xaalis-test-key-"); shared.err == nil {
+			shared.k, shared.err = secrets.Create(filepath.Join(dir, "secret.key"))
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.k
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
-	pw "github.com/xaalis/xaalis/pkg/webhook"
 )
 
 // Concurrency is how many deliveries one RunOnce sends at a time.
@@ -49,6 +48,13 @@ type Dispatcher struct {
 	Timeout time.Duration
 	// Jitter places a retry within ±10 % of its wait (nil: random).
 	Jitter func() float64
+	// Wake, when set, starts a round at once (deliveries committed); the
+	// poll of Run stays, for retries coming due and missed wake-ups.
+	Wake <-chan struct{}
+	// RetryScale multiplies every wait of the retry Schedule (0 or 1: the
+	// documented schedule). Tests and demos shrink it (0.001: 60 ms,
+	// 300 ms, 1.8 s, ...) to see retries settle in seconds.
+	RetryScale float64
 
 	once   sync.Once
 	policy *Policy
@@ -185,6 +191,7 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-d.Wake:
 		}
 	}
 }
@@ -273,11 +280,9 @@ func (d *Dispatcher) deliver(ctx context.Context, dl *xaalis.Delivery) (bool, er
 		return true, d.record(ctx, dl, attempt, false, false)
 	}
 
-	signedAt := d.now()
-	sig := pw.Sign(body, t.secrets, signedAt)
 	actx, cancel := context.WithTimeout(ctx, d.timeout())
 	began := time.Now()
-	status, err := d.sender.Send(actx, t.url, body, sig)
+	status, err := d.sender.SendSigned(actx, t.url, body, t.secrets, d.now())
 	cancel()
 	attempt.DurationMS = time.Since(began).Milliseconds()
 	attempt.HTTPStatus = status
@@ -308,6 +313,9 @@ func (d *Dispatcher) record(ctx context.Context, dl *xaalis.Delivery, a *xaalis.
 		dl.Status = xaalis.DeliveryFailed
 	default:
 		if next, more := NextAttempt(dl.Attempts, now, d.Jitter); more {
+			if d.RetryScale > 0 && d.RetryScale != 1 {
+				next = now.Add(time.Duration(float64(next.Sub(now)) * d.RetryScale))
+			}
 			dl.Status, dl.NextAttemptAt = xaalis.DeliveryPending, next
 		} else {
 			dl.Status = xaalis.DeliveryFailed

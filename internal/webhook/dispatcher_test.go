@@ -638,3 +638,31 @@ func TestDispatcherDefaults(t *testing.T) {
 		t.Fatalf("client timeout %v", c.Timeout)
 	}
 }
+
+// TestDispatcherRetryScale: a scaled schedule (tests, demos) waits the same
+// steps shrunk: 60 ms then 300 ms at 0.001.
+func TestDispatcherRetryScale(t *testing.T) {
+	f := newFixture(t)
+	rcv := newReceiver(t, f.clock, func(n int) int {
+		if n <= 2 {
+			return 500
+		}
+		return 200
+	})
+	ep := f.endpoint(rcv.srv.URL+"/hook", xaalis.Format20260601)
+	f.event(ep, ep.URL, xaalis.Format20260601)
+	d := f.dispatcher()
+	d.RetryScale = 0.001
+	runOnce(t, d, 1) // attempt 1: 500
+	f.clock.Add(59 * time.Millisecond)
+	runOnce(t, d, 0)
+	f.clock.Add(time.Millisecond)
+	runOnce(t, d, 1) // attempt 2 at +60 ms: 500
+	f.clock.Add(299 * time.Millisecond)
+	runOnce(t, d, 0)
+	f.clock.Add(time.Millisecond)
+	runOnce(t, d, 1) // attempt 3 at +360 ms: 200
+	if got := rcv.requests(); len(got) != 3 || !got[2].at.Equal(t0.Add(360*time.Millisecond)) {
+		t.Fatalf("requests %+v", got)
+	}
+}

@@ -121,6 +121,14 @@ func (s *Sender) Send(ctx context.Context, url string, body []byte, signature st
 	return resp.StatusCode, nil
 }
 
+// SendSigned signs body with secrets at t (pkg/webhook.Sign: the
+// X-Xaalis-Signature header, one v1 entry per secret) and posts it, as
+// Send does. Every delivery goes through it, and so do the events
+// `xaalis listen` forwards: what a receiver gets is the same either way.
+func (s *Sender) SendSigned(ctx context.Context, url string, body []byte, secrets []string, t time.Time) (status int, err error) {
+	return s.Send(ctx, url, body, pw.Sign(body, secrets, t))
+}
+
 func classifyErr(ctx context.Context, err error) *SendError {
 	var be *BlockedError
 	if errors.As(err, &be) {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,10 +41,19 @@ type App struct {
 	// CheckWebhookURL applies the webhook URL rules to endpoints and
 	// callback URLs; nil checks nothing beyond the URL's form.
 	CheckWebhookURL URLChecker
+	// MaxRedeliver bounds the events one redelivery by filter sends again;
+	// 0 is MaxRedeliverEvents.
+	MaxRedeliver int
+
+	// replays counts idempotent replays not yet flushed (CountReplay).
+	replays atomic.Int64
 
 	pepperOnce sync.Once
 	pepper     []byte
 	pepperErr  error
+
+	// inst is this App's server instance (StartInstance), if any.
+	inst instanceState
 }
 
 // NewApp returns an App with the real clock and UUIDv7 identifiers.
@@ -68,10 +78,14 @@ func (a *App) keyPepper(ctx context.Context) ([]byte, error) {
 	return a.pepper, nil
 }
 
-// Principal is who a request acts as: a merchant through one key.
+// Principal is who a request acts as: a merchant through one key, from a
+// client address.
 type Principal struct {
 	Merchant *Merchant
 	Key      *Key
+	// ClientIP is the address the request came from: publishable keys
+	// are rate-limited by it.
+	ClientIP netip.Addr
 }
 
 // Mode is the key's mode: it decides which objects the request reaches.
@@ -106,7 +120,7 @@ func (a *App) Authenticate(ctx context.Context, secret string, ip netip.Addr) (*
 	if !IPAllowed(k.AllowIPs, ip) || !IPAllowed(m.AllowIPs, ip) {
 		return nil, E(EIPNotAllowed)
 	}
-	return &Principal{Merchant: m, Key: k}, nil
+	return &Principal{Merchant: m, Key: k, ClientIP: ip.Unmap()}, nil
 }
 
 // MerchantCreate is what `xaalis merchant create` asks for.
@@ -133,7 +147,13 @@ func (a *App) CreateMerchant(ctx context.Context, in MerchantCreate) (*Merchant,
 	if err != nil {
 		return nil, MerchantKeys{}, err
 	}
-	if err := a.Store.Update(ctx, nm.insert); err != nil {
+	err = a.update(ctx, func(tx Tx) error {
+		if err := nm.insert(tx); err != nil {
+			return err
+		}
+		return a.audit(ctx, tx, "merchant.create", "merchant", nm.m.ID, nil, merchantAudit(nm.m))
+	})
+	if err != nil {
 		return nil, MerchantKeys{}, err
 	}
 	return nm.m, nm.keys, nil
@@ -237,18 +257,19 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 		return nil, err
 	}
 	var out *Merchant
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		m, err := tx.MerchantForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
+		before := *m
 		u.Apply(m)
 		m.UpdatedAt = a.now()
 		if err := tx.UpdateMerchant(ctx, m); err != nil {
 			return fmt.Errorf("update merchant: %w", err)
 		}
 		out = m
-		return nil
+		return a.audit(ctx, tx, "merchant.update", "merchant", m.ID, merchantAudit(&before), merchantAudit(m))
 	})
 	return out, err
 }
@@ -306,11 +327,14 @@ func (a *App) CreateKey(ctx context.Context, in KeyCreate) (*Key, string, error)
 		return nil, "", err
 	}
 	key, secret := NewKey(a.NewID(), in.MerchantID, in.Type, in.Mode, in.Scopes, in.AllowIPs, in.ExpiresAt, pepper, now)
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		if _, err := tx.MerchantForUpdate(ctx, in.MerchantID); err != nil {
 			return err
 		}
-		return tx.CreateKey(ctx, key)
+		if err := tx.CreateKey(ctx, key); err != nil {
+			return err
+		}
+		return a.audit(ctx, tx, "key.create", "api_key", key.ID, nil, keyAudit(key))
 	})
 	if err != nil {
 		return nil, "", err
@@ -321,16 +345,20 @@ func (a *App) CreateKey(ctx context.Context, in KeyCreate) (*Key, string, error)
 // RevokeKey revokes a key at once. It returns not_found.
 func (a *App) RevokeKey(ctx context.Context, id string) (*Key, error) {
 	var out *Key
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		k, err := tx.KeyForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
 		if k.RevokedAt == nil {
+			before := keyAudit(k)
 			now := a.now()
 			k.RevokedAt = &now
 			if err := tx.RevokeKey(ctx, id, now); err != nil {
 				return fmt.Errorf("revoke key: %w", err)
+			}
+			if err := a.audit(ctx, tx, "key.revoke", "api_key", k.ID, before, keyAudit(k)); err != nil {
+				return err
 			}
 		}
 		out = k
@@ -355,7 +383,7 @@ func (a *App) EnsureDemoMerchant(ctx context.Context) (*DemoMerchant, error) {
 		return nil, err
 	}
 	var created bool
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		exists, err := tx.AnyMerchant(ctx)
 		if err != nil || exists {
 			return err
@@ -369,4 +397,28 @@ func (a *App) EnsureDemoMerchant(ctx context.Context) (*DemoMerchant, error) {
 		return nil, err
 	}
 	return &DemoMerchant{Merchant: nm.m, Keys: nm.keys}, nil
+}
+
+// merchantAudit is what the audit log keeps of a merchant.
+func merchantAudit(m *Merchant) map[string]any {
+	ips := make([]string, len(m.AllowIPs))
+	for i, p := range m.AllowIPs {
+		ips[i] = p.String()
+	}
+	return map[string]any{"id": m.ID, "name": m.Name, "country": m.Country, "status": m.Status, "kyc": m.KYC,
+		"allowed_providers": m.AllowedProviders, "allow_ips": ips, "return_hosts": m.ReturnHosts,
+		"payouts_enabled": m.PayoutsEnabled}
+}
+
+// keyAudit is what the audit log keeps of a key: never its hash.
+func keyAudit(k *Key) map[string]any {
+	out := map[string]any{"id": k.ID, "merchant_id": k.MerchantID, "mode": k.Mode, "type": k.Type,
+		"prefix": k.Prefix, "last4": k.Last4, "scopes": k.Scopes}
+	if k.ExpiresAt != nil {
+		out["expires_at"] = Timestamp(*k.ExpiresAt)
+	}
+	if k.RevokedAt != nil {
+		out["revoked_at"] = Timestamp(*k.RevokedAt)
+	}
+	return out
 }

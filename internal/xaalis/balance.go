@@ -13,15 +13,16 @@ import (
 // settlement currency.
 type Balance struct {
 	// Available: successful payments net of fees, less refunds, payouts and
-	// withdrawals, less what is reserved: what may be paid out now.
+	// withdrawals, less what is reserved: what may be paid out now. Below
+	// zero it is a debt that refunds or chargebacks left, recovered from
+	// the next credits; payouts wait until it covers them.
 	Available Amount
 	// Pending: payments still pending, not yet collected (a memo).
 	Pending Amount
 	// Reserved: payout reservations, payout requests and chargebacks.
 	Reserved Amount
-	// Accounting: all the merchant's money Xaalis holds: available and
-	// reserved together, less what the merchant owes on disputes that
-	// available could not cover.
+	// Accounting: all the merchant's money Xaalis holds: available (less
+	// any debt) and reserved together.
 	Accounting  Amount
 	LastUpdated time.Time
 	Mode        Mode
@@ -45,11 +46,14 @@ func (b *Balance) MarshalJSON() ([]byte, error) {
 
 // Balance reads the merchant's balance in the key's mode.
 func (a *App) Balance(ctx context.Context, p *Principal) (*Balance, error) {
-	m := p.Merchant
+	return a.MerchantBalance(ctx, p.Merchant, p.Mode())
+}
+
+// MerchantBalance reads a merchant's balance in a mode.
+func (a *App) MerchantBalance(ctx context.Context, m *Merchant, mode Mode) (*Balance, error) {
 	cur := m.SettlementCurrency
-	avail, pend, res := account(p.Mode(), m.ID, ledger.Available), account(p.Mode(), m.ID, ledger.Pending), account(p.Mode(), m.ID, ledger.Reserved)
-	debt := account(p.Mode(), m.ID, chargebackDebtBucket)
-	got, last, err := a.Store.Balances(ctx, []string{avail, pend, res, debt}, cur)
+	avail, pend, res := account(mode, m.ID, ledger.Available), account(mode, m.ID, ledger.Pending), account(mode, m.ID, ledger.Reserved)
+	got, last, err := a.Store.Balances(ctx, []string{avail, pend, res}, cur)
 	if err != nil {
 		return nil, fmt.Errorf("read balances: %w", err)
 	}
@@ -58,8 +62,8 @@ func (a *App) Balance(ctx context.Context, p *Principal) (*Balance, error) {
 	}
 	b := &Balance{
 		Available: Amount{Minor: got[avail], Currency: cur}, Pending: Amount{Minor: got[pend], Currency: cur},
-		Reserved: Amount{Minor: got[res], Currency: cur}, Accounting: Amount{Minor: got[avail] + got[res] + got[debt], Currency: cur},
-		LastUpdated: last, Mode: p.Mode(),
+		Reserved: Amount{Minor: got[res], Currency: cur}, Accounting: Amount{Minor: got[avail] + got[res], Currency: cur},
+		LastUpdated: last, Mode: mode,
 	}
 	return b, nil
 }

@@ -28,16 +28,19 @@ func (a *App) Checkout(ctx context.Context, id string) (*CheckoutView, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkout merchant: %w", err)
 	}
+	guardReturnURLs(t, m)
 	v := &CheckoutView{Payment: t, Merchant: m, TestMode: t.Mode == ModeTest}
 	if t.Status == StatusInitiated && t.ProviderRef == "" {
-		// Only providers that can take this payment now: on, serving the
-		// country, allowed, priced, above their floor, and reachable.
-		for _, info := range a.ProvidersFor(&Principal{Merchant: m, Key: &Key{Mode: t.Mode}}, t.Country) {
-			probe := *t
-			if !info.Payments || !info.Allowed || !info.Healthy || a.checkProvider(ctx, m, &probe, info.ID) != nil {
-				continue
+		// Only the providers that can take this payment now, as the
+		// precheck answers it: creation's checks, then route health.
+		infos, verdicts, _, err := a.paymentChoices(ctx, m, t)
+		if err != nil {
+			return nil, fmt.Errorf("checkout providers: %w", err)
+		}
+		for i, verdict := range verdicts {
+			if len(verdict.errs) == 0 {
+				v.Providers = append(v.Providers, infos[i])
 			}
-			v.Providers = append(v.Providers, info)
 		}
 	}
 	return v, nil
@@ -54,14 +57,37 @@ func (a *App) CheckoutPayment(ctx context.Context, id string) (*Transaction, err
 	if t.Type != TypePayment {
 		return nil, ErrNotFound
 	}
+	if t.Publishable() {
+		m, err := a.Store.Merchant(ctx, t.MerchantID)
+		if err != nil {
+			return nil, fmt.Errorf("checkout merchant: %w", err)
+		}
+		guardReturnURLs(t, m)
+	}
 	return a.decorate(t), nil
+}
+
+// guardReturnURLs drops the return URLs of a payment made with a
+// publishable key that are not on the merchant's return hosts (they were
+// checked at creation; the hosts may have changed since), so the hosted
+// page never sends a payer to an address the merchant did not register.
+func guardReturnURLs(t *Transaction, m *Merchant) {
+	if !t.Publishable() {
+		return
+	}
+	if !m.ReturnHostAllowed(t.SuccessURL) {
+		t.SuccessURL = ""
+	}
+	if !m.ReturnHostAllowed(t.FailedURL) {
+		t.FailedURL = ""
+	}
 }
 
 // ChooseProvider records the payer's choice on the hosted page, with the
 // payer's phone when the merchant did not give it, and initiates the
-// payment. It returns the errors of CreatePayment's provider and payer
-// checks, and validation_error when the payment is no longer waiting for
-// a choice.
+// payment. It returns the refusals of CreatePayment's limits (the ones
+// that hide a provider from the page), and validation_error when the
+// payment is no longer waiting for a choice.
 func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*Transaction, error) {
 	t, err := a.Store.Transaction(ctx, "", id)
 	if err != nil {
@@ -91,21 +117,21 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 	if phone, err = ParsePhone(phone, t.Country); err != nil {
 		return nil, err
 	}
-	if err := a.checkProvider(ctx, m, t, provider); err != nil {
-		return nil, err
-	}
 	probe := *t
 	probe.PayerPhone = phone
-	if err := a.checkPayerCeiling(ctx, &probe); err != nil {
+	if err := a.checkCreation(ctx, m, &probe, provider); err != nil {
 		return nil, err
 	}
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		cur, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
 		if cur.Status != StatusInitiated || cur.ProviderRef != "" {
 			return &Error{Code: EValidation, Fields: ValidationErrors{"provider": {"the payment is no longer waiting for a provider"}}}
+		}
+		if err := a.countPayerPhone(ctx, tx, cur, phone); err != nil {
+			return err
 		}
 		now := a.now()
 		c, err := tx.UpsertCustomer(ctx, &Customer{ID: a.NewID(), MerchantID: cur.MerchantID, Mode: cur.Mode,

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -42,6 +44,23 @@ type Config struct {
 	PaymentExpirySeconds int `json:"payment_expiry_seconds"`
 	// ReconcileAfterSeconds: a payment pending this long is polled.
 	ReconcileAfterSeconds int `json:"reconcile_after_seconds"`
+	// Publishable bounds what public keys may start.
+	Publishable PublishableLimits `json:"publishable"`
+}
+
+// PublishableLimits bound the payments publishable keys create, which
+// anyone who reads a merchant's page can do. The counts live in the
+// database, so they hold across server processes. 0 takes the default; a
+// negative value switches a limit off.
+type PublishableLimits struct {
+	// PerAddressPerMinute: payments publishable keys may create from one
+	// client address (an IPv6 /64) in a minute, per merchant and mode
+	// (default 20).
+	PerAddressPerMinute int `json:"per_address_per_minute"`
+	// PerPhonePerHour: payments made with publishable keys that one payer
+	// phone may be given for on the hosted page in an hour, across every
+	// merchant (default 5): each sends a prompt to the phone.
+	PerPhonePerHour int `json:"per_phone_per_hour"`
 }
 
 // ProviderSpec is what a provider can do, and how to reach it in live mode.
@@ -63,9 +82,18 @@ type ProviderSpec struct {
 	Routes []RouteSpec `json:"routes"`
 	// DisabledCountries turn the provider off in some countries only.
 	DisabledCountries []Country `json:"disabled_countries"`
+	// Unavailable are the configured routes that cannot be used (see
+	// RouteSpec); they are left out of Routes when the configuration is
+	// parsed, so live mode never offers them.
+	Unavailable []UnavailableRoute `json:"-"`
 }
 
-// RouteSpec is one way to reach a live provider.
+// LiveReady reports whether live mode can reach the provider at all.
+func (p ProviderSpec) LiveReady() bool { return len(p.Routes) > 0 }
+
+// RouteSpec is one way to reach a live provider. A route is usable only
+// with both credentials; the provider emulator's published credentials
+// (EmulatorAPIKey, EmulatorNotifySecret) only on a loopback base URL.
 type RouteSpec struct {
 	Name    string `json:"name"`
 	BaseURL string `json:"base_url"`
@@ -73,6 +101,56 @@ type RouteSpec struct {
 	// NotifySecret verifies the provider's notifications.
 	NotifySecret string `json:"notify_secret"`
 	TimeoutMS    int    `json:"timeout_ms"`
+}
+
+// UnavailableRoute is a configured live route that cannot be used, and why.
+type UnavailableRoute struct {
+	Provider string
+	Route    string
+	Reason   string
+}
+
+// EmulatorAPIKey is the provider emulator's API key for a provider. It is
+// published (the emulator is for development), so a route accepts it only
+// when its base URL is a loopback address.
+func EmulatorAPIKey(provider string) string { return "emulator-" + provider }
+
+// EmulatorNotifySecret is the emulator's notification secret for a
+// provider; published, like EmulatorAPIKey.
+func EmulatorNotifySecret(provider string) string { return "emulator-" + provider + "-notify" }
+
+// isEmulatorCredential reports whether s is one of the emulator's published
+// credentials.
+func isEmulatorCredential(s string) bool { return strings.HasPrefix(s, "emulator-") }
+
+// LoopbackURL reports whether a base URL names this machine: localhost or a
+// loopback address.
+func LoopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.IsLoopback()
+}
+
+// routeProblem says why a live route cannot be used; "" when it can.
+func routeProblem(r RouteSpec) string {
+	switch {
+	case r.APIKey == "" && r.NotifySecret == "":
+		return "no credentials (api_key and notify_secret) are configured"
+	case r.APIKey == "":
+		return "no api_key is configured"
+	case r.NotifySecret == "":
+		return "no notify_secret is configured"
+	case (isEmulatorCredential(r.APIKey) || isEmulatorCredential(r.NotifySecret)) && !LoopbackURL(r.BaseURL):
+		return "it carries the provider emulator's published credentials on a base URL that is not a loopback address"
+	}
+	return ""
 }
 
 // Timeout is the route's request timeout (default 10 s).
@@ -172,11 +250,19 @@ func (c *Config) check() error {
 		default:
 			return fmt.Errorf("provider %s: next_action must be redirect, otp or ussd", name)
 		}
+		var usable []RouteSpec
 		for _, r := range p.Routes {
 			if r.Name == "" || r.BaseURL == "" {
 				return fmt.Errorf("provider %s: every route needs a name and a base_url", name)
 			}
+			if why := routeProblem(r); why != "" {
+				p.Unavailable = append(p.Unavailable, UnavailableRoute{Provider: name, Route: r.Name, Reason: why})
+				continue
+			}
+			usable = append(usable, r)
 		}
+		p.Routes = usable
+		c.Providers[name] = p
 	}
 	for _, f := range c.Fees {
 		if _, ok := c.Providers[f.Provider]; !ok || !f.Country.Valid() || f.PercentBP < 0 || f.Fixed < 0 || f.Min < 0 {
@@ -198,7 +284,26 @@ func (c *Config) check() error {
 	if c.ReconcileAfterSeconds <= 0 {
 		c.ReconcileAfterSeconds = 300
 	}
+	if c.Publishable.PerAddressPerMinute == 0 {
+		c.Publishable.PerAddressPerMinute = 20
+	}
+	if c.Publishable.PerPhonePerHour == 0 {
+		c.Publishable.PerPhonePerHour = 5
+	}
 	return nil
+}
+
+// UnavailableRoutes lists the live routes that cannot be used, by
+// provider and route name, for `xaalis serve` to say at start.
+func (c *Config) UnavailableRoutes() []UnavailableRoute {
+	var out []UnavailableRoute
+	for _, p := range c.Providers {
+		out = append(out, p.Unavailable...)
+	}
+	slices.SortFunc(out, func(a, b UnavailableRoute) int {
+		return strings.Compare(a.Provider+"/"+a.Route, b.Provider+"/"+b.Route)
+	})
+	return out
 }
 
 // FeeGrid returns the grid of a provider in a country.

@@ -29,7 +29,6 @@ const (
 	DisputeMaxResponseLen    = 2000
 	DisputeDefaultPerPage    = 20
 	DisputeMaxPerPage        = 100
-	chargebackDebtBucket     = "chargeback_debt"
 	disputeReferenceAlphabet = referenceAlphabet
 )
 
@@ -80,10 +79,13 @@ type DisputeOpen struct {
 // validation_error.
 func (a *App) OpenDispute(ctx context.Context, in DisputeOpen) (*Dispute, error) {
 	var out *Dispute
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		d, err := a.openDispute(ctx, tx, in)
+		if err != nil {
+			return err
+		}
 		out = d
-		return err
+		return a.audit(ctx, tx, "dispute.open", "dispute", d.ID, nil, d)
 	})
 	return out, err
 }
@@ -130,29 +132,25 @@ func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute,
 	d := &Dispute{ID: a.NewID(), MerchantID: pay.MerchantID, Mode: pay.Mode, Reference: "DSP-" + RandomString(16, disputeReferenceAlphabet),
 		TransactionID: pay.ID, Amount: amount, LedgerAmount: led, Reason: strings.TrimSpace(in.Reason), Status: DisputeNeedsResponse,
 		DueBy: now.Add(DisputeResponseWindow), ProviderEventID: in.ProviderEventID, CreatedAt: now, UpdatedAt: now}
-	// The disputed money is held in reserved; what available cannot give is
-	// owed by the merchant until the dispute ends.
-	cur := string(led.Currency)
+	// The disputed money is held in reserved, taken from available whatever
+	// it holds: what available cannot give (the shortfall) is a debt, the
+	// same as a refund's, recovered from the next credits or settled by a
+	// won dispute.
 	avail, err := tx.LockBalance(ctx, account(pay.Mode, pay.MerchantID, ledger.Available), led.Currency)
 	if err != nil {
 		return nil, err
 	}
-	fromAvail := min(max(avail, 0), led.Minor)
-	d.Shortfall = led.Minor - fromAvail
-	postings := []ledger.Posting{{Account: account(pay.Mode, pay.MerchantID, ledger.Reserved), Currency: cur, Amount: led.Minor}}
-	if fromAvail > 0 {
-		postings = append(postings, ledger.Posting{Account: account(pay.Mode, pay.MerchantID, ledger.Available), Currency: cur, Amount: -fromAvail})
-	}
-	if d.Shortfall > 0 {
-		postings = append(postings, ledger.Posting{Account: account(pay.Mode, pay.MerchantID, chargebackDebtBucket), Currency: cur, Amount: -d.Shortfall})
-	}
+	d.Shortfall = led.Minor - min(max(avail, 0), led.Minor)
 	if err := tx.InsertDispute(ctx, d); err != nil {
 		return nil, fmt.Errorf("insert dispute: %w", err)
 	}
-	if err := a.post(ctx, tx, pay.Mode, pay.MerchantID, "dispute.open", "dispute", d.ID, postings); err != nil {
+	if err := a.reserveOwed(ctx, tx, pay.Mode, pay.MerchantID, led, "dispute.open", "dispute", d.ID); err != nil {
 		return nil, err
 	}
 	// The payment's move is told by dispute.opened.
+	if err := a.countPayment(ctx, tx, pay, StatusDisputed); err != nil {
+		return nil, err
+	}
 	pay.Status, pay.UpdatedAt = StatusDisputed, now
 	if err := tx.UpdateTransaction(ctx, pay); err != nil {
 		return nil, err
@@ -215,7 +213,7 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 		return nil, err
 	}
 	var out *Dispute
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		cur, err := tx.DisputeForUpdate(ctx, d.ID)
 		if err != nil {
 			return err
@@ -247,10 +245,17 @@ func (a *App) DecideDispute(ctx context.Context, id string, outcome DisputeStatu
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"outcome": {"must be won or lost"}}}
 	}
 	var out *Dispute
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
+		before, err := tx.DisputeForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
 		d, err := a.closeDispute(ctx, tx, id, outcome)
+		if err != nil {
+			return err
+		}
 		out = d
-		return err
+		return a.audit(ctx, tx, "dispute.decide", "dispute", d.ID, before, d)
 	})
 	return out, err
 }
@@ -274,13 +279,9 @@ func (a *App) closeDispute(ctx context.Context, tx Tx, id string, outcome Disput
 	var ev string
 	switch outcome {
 	case DisputeWon:
-		postings := []ledger.Posting{reserved}
-		if d.Shortfall > 0 {
-			postings = append(postings, ledger.Posting{Account: account(d.Mode, d.MerchantID, chargebackDebtBucket), Currency: cur, Amount: d.Shortfall})
-		}
-		if back := d.LedgerAmount.Minor - d.Shortfall; back > 0 {
-			postings = append(postings, ledger.Posting{Account: account(d.Mode, d.MerchantID, ledger.Available), Currency: cur, Amount: back})
-		}
+		// The hold returns to available, settling first the debt the
+		// shortfall left there.
+		postings := []ledger.Posting{reserved, {Account: account(d.Mode, d.MerchantID, ledger.Available), Currency: cur, Amount: d.LedgerAmount.Minor}}
 		if err := a.post(ctx, tx, d.Mode, d.MerchantID, "dispute.won", "dispute", d.ID, postings); err != nil {
 			return nil, err
 		}
@@ -313,7 +314,7 @@ func (a *App) ExpireDisputes(ctx context.Context, limit int) (int, error) {
 	}
 	n := 0
 	for _, d := range due {
-		err := a.Store.Update(ctx, func(tx Tx) error {
+		err := a.update(ctx, func(tx Tx) error {
 			cur, err := tx.DisputeForUpdate(ctx, d.ID)
 			if err != nil || cur.Status != DisputeNeedsResponse || cur.DueBy.After(a.now()) {
 				return err

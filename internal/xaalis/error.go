@@ -100,10 +100,15 @@ const (
 	EMethodNotAllowed   Code = "method_not_allowed"
 	ETooManyRequests    Code = "too_many_requests"
 	EInternal           Code = "api_error"
+	// EServiceUnavailable: Xaalis itself cannot take the request now (its
+	// database is unreachable, full, or has more writes queued than it
+	// takes); nothing was done, retry after Retry-After.
+	EServiceUnavailable Code = "service_unavailable"
 )
 
 // Malformed requests. The specification gives 400 "malformed request
-// (missing header, invalid JSON)" no code of its own; these two name it.
+// (missing header, invalid JSON)" no code of its own; these two name it. A
+// body holding a key twice is malformed too (DuplicateKey).
 const (
 	EInvalidRequest  Code = "invalid_request"
 	ERequestTooLarge Code = "request_too_large"
@@ -184,9 +189,10 @@ var Catalogue = []CatalogueEntry{
 	{ENotFound, http.StatusNotFound, "No such resource exists for this merchant.", "Providers and infrastructure", nil},
 	{EMethodNotAllowed, http.StatusMethodNotAllowed, "This route does not accept this HTTP method; see the Allow header.", "Providers and infrastructure", nil},
 	{ETooManyRequests, http.StatusTooManyRequests, "Too many requests; retry after Retry-After seconds.", "Providers and infrastructure", nil},
+	{EServiceUnavailable, http.StatusServiceUnavailable, "The service cannot take this request right now; nothing was done: retry after Retry-After seconds.", "Providers and infrastructure", nil},
 	{EInternal, http.StatusInternalServerError, "An internal error occurred; report it with the request id.", "Providers and infrastructure", []string{"request_id"}},
 
-	{EInvalidRequest, http.StatusBadRequest, "The request is malformed.", "Malformed requests", nil},
+	{EInvalidRequest, http.StatusBadRequest, "The request is malformed: a required header is missing, or the body is not one JSON object, or it holds a key twice (`context.key` names the key).", "Malformed requests", []string{"key"}},
 	{ERequestTooLarge, http.StatusRequestEntityTooLarge, "The request body is too large.", "Malformed requests", []string{"max_bytes"}},
 }
 
@@ -221,16 +227,24 @@ type Error struct {
 	RetryAfter time.Duration
 	// Allow lists the methods of a 405 answer.
 	Allow []string
+	// Cause is the failure behind the answer, for the logs only (a
+	// service_unavailable's driver error); clients never see it.
+	Cause error
 }
 
-func (e *Error) Error() string {
-	msg := e.Message
-	if msg == "" {
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Text() }
+
+// Text is the message clients see: the error's own, else the catalogue's.
+func (e *Error) Text() string {
+	if e.Message == "" {
 		if c, ok := Lookup(e.Code); ok {
-			msg = c.Message
+			return c.Message
 		}
 	}
-	return string(e.Code) + ": " + msg
+	return e.Message
 }
 
 // Status is the HTTP status of the error's code; unknown codes are 500.

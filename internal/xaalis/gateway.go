@@ -143,6 +143,10 @@ type RouteHealth struct {
 // the provider is healthy or every route failed before any money moved, and
 // gateway_error when the provider refused with a business error.
 type Gateway interface {
+	// InProcess reports whether the providers of a mode answer in this
+	// process, without network I/O (test mode's simulators): a command
+	// may then call them inside its transaction and commit once.
+	InProcess(mode Mode) bool
 	Initiate(ctx context.Context, r InitiateRequest) (Initiation, error)
 	// Status polls the provider about a payment it initiated.
 	Status(ctx context.Context, mode Mode, provider, route, providerRef string) (ProviderStatus, error)

@@ -1,9 +1,11 @@
 package xaalis
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"time"
 )
 
@@ -13,11 +15,15 @@ const (
 	IdempotencyTTL       = 24 * time.Hour
 )
 
-// IdempotencyScope names one key: keys are scoped to a merchant and mode,
-// so two merchants (or one merchant's test and live traffic) never collide.
+// IdempotencyScope names one key: keys are scoped to a merchant, mode and
+// key type, so two merchants (or one merchant's test and live traffic, or
+// its server and its public checkout) never collide. A publishable key
+// that replays a secret key's Idempotency-Key and body therefore runs as a
+// new request and never gets the secret key's stored answer.
 type IdempotencyScope struct {
 	MerchantID string
 	Mode       Mode
+	KeyType    KeyType
 	Key        string
 }
 
@@ -27,6 +33,9 @@ type StoredResponse struct {
 	ContentType string
 	Location    string
 	Body        []byte
+	// Secret: the body shows a secret (a new webhook endpoint's); the
+	// store keeps it sealed (SecretBox) and opens it for the replay.
+	Secret bool
 }
 
 // Fingerprint is the SHA-256 of method, path, query and body. Each part is
@@ -68,12 +77,25 @@ type Claim struct {
 	// holder whose lease was taken over can never commit its action.
 	Token string
 	Now   time.Time
-	// Lease is how long the claim stays exclusive without completion. An
-	// expired lease means the holder died before its action committed
-	// (completion commits with the action), so a retry may run it.
+	// Instance is the server instance that claims (InstanceID): the claim
+	// is in flight while that instance lives. "" for a claimant that runs
+	// no instance, whose claim is in flight for Lease instead.
+	Instance string
+	// OwnerStale is how old an owner's heartbeat may be before the owner
+	// counts as gone (0: an owner with a row is alive).
+	OwnerStale time.Duration
+	// Running reports whether a request of the claimant's own instance
+	// runs the claim with a token; nil: assume it does. A claim of this
+	// instance that none of its requests runs was left behind (its
+	// release failed) and is taken over at once.
+	Running func(token string) bool
+	// Lease is how long the claim of a claimant without an instance stays
+	// exclusive without completion. An expired lease means the holder died
+	// before its action committed (completion commits with the action),
+	// so a retry may run it.
 	Lease time.Duration
-	// QuotaLimit new keys per QuotaWindow per merchant and mode; 0 is no
-	// quota.
+	// QuotaLimit new keys per QuotaWindow per merchant, mode and key type
+	// (publishable keys have a quota of their own); 0 is no quota.
 	QuotaLimit  int
 	QuotaWindow time.Duration
 }
@@ -84,6 +106,143 @@ type ClaimResult struct {
 	Response   *StoredResponse // ClaimReplay
 	RetryAfter time.Duration   // ClaimQuotaExceeded
 }
+
+// IdempotencyRecord is a key's row as stored.
+type IdempotencyRecord struct {
+	Fingerprint []byte
+	// Done: the response is stored; else a request holds the key.
+	Done     bool
+	Response *StoredResponse
+	// Token is the holder's; Owner the instance it runs in ("": none, the
+	// claim then holds until LockedUntil).
+	Token       string
+	Owner       string
+	LockedUntil time.Time
+	// OwnerHeartbeat is the owner's last heartbeat; nil when its row is
+	// gone (it shut down, or was found dead).
+	OwnerHeartbeat *time.Time
+	ExpiresAt      time.Time
+}
+
+// Outcome is what the key answers a claim: ClaimAcquired when the key is
+// free for it (expired, or its holder is gone before its action
+// committed), else replay, conflict or in flight. Both stores decide
+// with it.
+func (r *IdempotencyRecord) Outcome(c Claim) ClaimResult {
+	// Stored times have microseconds; compare at that precision.
+	now := c.Now.Truncate(time.Microsecond)
+	switch {
+	case !r.ExpiresAt.After(now):
+		return ClaimResult{Outcome: ClaimAcquired}
+	case !bytes.Equal(r.Fingerprint, c.Fingerprint):
+		return ClaimResult{Outcome: ClaimConflict}
+	case r.Done:
+		return ClaimResult{Outcome: ClaimReplay, Response: r.Response}
+	case r.held(c, now):
+		return ClaimResult{Outcome: ClaimInFlight}
+	}
+	return ClaimResult{Outcome: ClaimAcquired}
+}
+
+// held reports whether the holder of an unfinished claim may still be
+// running it: its instance lives (a row, a recent heartbeat) and, when it
+// is the claimant's own instance, one of its requests runs the token. A
+// claim without an owner holds for its lease.
+func (r *IdempotencyRecord) held(c Claim, now time.Time) bool {
+	switch {
+	case r.Owner == "":
+		return r.LockedUntil.After(now)
+	case r.OwnerHeartbeat == nil:
+		return false // shut down, or removed as dead
+	case c.OwnerStale > 0 && !r.OwnerHeartbeat.After(now.Add(-c.OwnerStale)):
+		return false // silent for three heartbeats: dead
+	case r.Owner == c.Instance && c.Running != nil:
+		return c.Running(r.Token)
+	}
+	return true
+}
+
+// ClaimRefused is the error of a command whose transaction found its
+// Idempotency-Key taken: the request answers Result (a replay, a
+// conflict, in flight, or the quota), and the command did nothing.
+type ClaimRefused struct{ Result ClaimResult }
+
+func (e *ClaimRefused) Error() string { return "idempotency key refused" }
+
+// PendingClaim is a request's Idempotency-Key, to be claimed inside the
+// first transaction of its command (App.update), so that the claim, the
+// command's writes and, for a command done in one transaction, its stored
+// answer commit together: one durable commit.
+type PendingClaim struct {
+	Claim Claim
+	taken bool
+}
+
+// Taken reports whether the claim committed.
+func (p *PendingClaim) Taken() bool { return p.taken }
+
+type pendingClaimKey struct{}
+
+// WithPendingClaim returns ctx carrying p.
+func WithPendingClaim(ctx context.Context, p *PendingClaim) context.Context {
+	return context.WithValue(ctx, pendingClaimKey{}, p)
+}
+
+func pendingClaim(ctx context.Context) *PendingClaim {
+	p, _ := ctx.Value(pendingClaimKey{}).(*PendingClaim)
+	return p
+}
+
+// update runs fn in a write transaction; the first one of a request whose
+// Idempotency-Key is still to be claimed claims it first, in the same
+// transaction. A key found taken refuses the command with *ClaimRefused
+// before fn runs.
+func (a *App) update(ctx context.Context, fn func(Tx) error) error {
+	p := pendingClaim(ctx)
+	if p == nil || p.taken {
+		return a.Store.Update(ctx, fn)
+	}
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		res, err := tx.ClaimIdempotency(ctx, p.Claim)
+		if err != nil {
+			return err
+		}
+		if res.Outcome != ClaimAcquired {
+			return &ClaimRefused{Result: res}
+		}
+		return fn(tx)
+	})
+	if err == nil {
+		p.taken = true
+	}
+	return err
+}
+
+// StoreAnswer keeps the answer of a request that changed nothing (a
+// validation error, a refusal) under its Idempotency-Key, claiming the
+// key and completing it in one transaction. A key taken meanwhile (a
+// concurrent request) keeps its own answer; a key past its quota is not
+// stored.
+func (a *App) StoreAnswer(ctx context.Context, c Claim, r StoredResponse) error {
+	err := a.Store.Update(ctx, func(tx Tx) error {
+		res, err := tx.ClaimIdempotency(ctx, c)
+		if err != nil {
+			return err
+		}
+		if res.Outcome != ClaimAcquired {
+			return errNotStored
+		}
+		return tx.CompleteIdempotency(ctx, c.Scope, c.Token, r)
+	})
+	// A key past the quota found at the commit (PostgreSQL counts it
+	// there) is not stored either.
+	if r := (*ClaimRefused)(nil); errors.Is(err, errNotStored) || errors.As(err, &r) {
+		return nil
+	}
+	return err
+}
+
+var errNotStored = errors.New("answer not stored")
 
 // ErrClaimLost is returned by completion when the claim no longer belongs
 // to the caller; the transaction that tried to complete it must roll back.

@@ -22,10 +22,22 @@ func account(mode Mode, merchantID, bucket string) string {
 	return ledger.Merchant(string(mode), merchantID, bucket)
 }
 
-// post writes one journal entry caused by a record, inside tx.
+// post writes one journal entry caused by a record, inside tx. It may not
+// take a merchant's available balance below zero (ledger.ErrNegative).
 func (a *App) post(ctx context.Context, tx Tx, mode Mode, merchantID, kind, refType, refID string, postings ...[]ledger.Posting) error {
+	return a.postEntry(ctx, tx, false, mode, merchantID, kind, refType, refID, postings...)
+}
+
+// postDebt writes an entry that may take a merchant's available balance
+// below zero, a debt: refunds and chargebacks only, which the merchant owes
+// whatever its balance.
+func (a *App) postDebt(ctx context.Context, tx Tx, mode Mode, merchantID, kind, refType, refID string, postings ...[]ledger.Posting) error {
+	return a.postEntry(ctx, tx, true, mode, merchantID, kind, refType, refID, postings...)
+}
+
+func (a *App) postEntry(ctx context.Context, tx Tx, debt bool, mode Mode, merchantID, kind, refType, refID string, postings ...[]ledger.Posting) error {
 	e := &ledger.Entry{ID: a.NewID(), Mode: string(mode), MerchantID: merchantID, Kind: kind, RefType: refType,
-		RefID: refID, CreatedAt: a.now()}
+		RefID: refID, CreatedAt: a.now(), AllowDebt: debt}
 	for _, p := range postings {
 		e.Postings = append(e.Postings, p...)
 	}
@@ -39,6 +51,31 @@ func (a *App) post(ctx context.Context, tx Tx, mode Mode, merchantID, kind, refT
 // to another: a memo in pending while the payer has not paid, and on
 // success the collection credited to available net of the provider fee.
 func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to Status) error {
+	if err := a.postPaymentLedger(ctx, tx, t, from, to); err != nil {
+		return err
+	}
+	// The stat counters are locked last, as in every command, so that no
+	// two transactions wait for each other's rows in opposite orders.
+	if from != to {
+		return a.countPayment(ctx, tx, t, to)
+	}
+	return nil
+}
+
+// PaymentFee is the fee a successful payment of amt through provider in
+// country pays: its fee grid's, at most the amount itself.
+func (a *App) PaymentFee(provider string, country Country, amt Amount) Amount {
+	fee := Amount{Currency: amt.Currency}
+	if g, ok := a.Config.FeeGrid(provider, country); ok {
+		fee = g.Fee(amt)
+		if fee.Minor > amt.Minor {
+			fee.Minor = amt.Minor
+		}
+	}
+	return fee
+}
+
+func (a *App) postPaymentLedger(ctx context.Context, tx Tx, t *Transaction, from, to Status) error {
 	// The volume counters follow the payment into and out of the counted
 	// statuses, in the same transaction.
 	if in, was := counted(to), counted(from); in != was {
@@ -48,6 +85,17 @@ func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to S
 		}
 		if err := tx.AddVolume(ctx, VolumeScopes(t), VolumeDay(t.CreatedAt), delta); err != nil {
 			return fmt.Errorf("volume counters: %w", err)
+		}
+	}
+	// A pending payment holds room in the hold counters, by the minute of
+	// its creation; the limits read the last PendingHold of them.
+	if in, was := to == StatusPending, from == StatusPending; in != was {
+		delta := t.LimitAmount
+		if was {
+			delta = -delta
+		}
+		if err := tx.AddVolume(ctx, HoldScopes(t), HoldMinute(t.CreatedAt), delta); err != nil {
+			return fmt.Errorf("hold counters: %w", err)
 		}
 	}
 	amt := t.LedgerAmount()
@@ -69,13 +117,7 @@ func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to S
 	if to != StatusSuccess || from == StatusSuccess || from == StatusDisputed {
 		return nil
 	}
-	fee := Amount{Currency: amt.Currency}
-	if g, ok := a.Config.FeeGrid(t.Provider, t.Country); ok {
-		fee = g.Fee(amt)
-		if fee.Minor > amt.Minor {
-			fee.Minor = amt.Minor
-		}
-	}
+	fee := a.PaymentFee(t.Provider, t.Country, amt)
 	t.Fee = fee
 	postings := []ledger.Posting{
 		{Account: ledger.Provider(mode, t.Provider, ledger.Clearing), Currency: cur, Amount: -amt.Minor},
@@ -85,9 +127,12 @@ func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to S
 	}
 	// Marketplace shares reach their beneficiaries with the collection,
 	// net of the fee pro rata, so the merchant's part is never negative.
-	items, err := tx.SplitItemsForUpdate(ctx, t.ID)
-	if err != nil {
-		return err
+	var items []*SplitItem
+	if !t.fresh {
+		var err error
+		if items, err = tx.SplitItemsForUpdate(ctx, t.ID); err != nil {
+			return err
+		}
 	}
 	net := amt.Minor - fee.Minor
 	merchant := net
@@ -126,8 +171,9 @@ func netShares(t *Transaction, items []*SplitItem, fee Amount) []int64 {
 }
 
 // reserve moves money of a merchant from available to reserved, after
-// checking under lock that available covers it. It returns
-// insufficient_balance (context currency, available, required).
+// checking under lock that available covers it: payouts, payout requests.
+// It returns insufficient_balance (context currency, available, required),
+// also while available is negative (a debt).
 func (a *App) reserve(ctx context.Context, tx Tx, mode Mode, merchantID string, amt Amount, kind, refType, refID string) error {
 	avail, err := tx.LockBalance(ctx, account(mode, merchantID, ledger.Available), amt.Currency)
 	if err != nil {
@@ -138,6 +184,20 @@ func (a *App) reserve(ctx context.Context, tx Tx, mode Mode, merchantID string, 
 			"available", units(Amount{Minor: avail, Currency: amt.Currency}), "required", units(amt))
 	}
 	return a.post(ctx, tx, mode, merchantID, kind, refType, refID,
+		ledger.Move(account(mode, merchantID, ledger.Available), account(mode, merchantID, ledger.Reserved), string(amt.Currency), amt.Minor))
+}
+
+// reserveOwed moves money the merchant owes from available to reserved
+// whatever available holds: what it cannot cover leaves available negative,
+// a debt recovered from the next credits. Refunds within the refundable
+// amount use it, so a merchant can always give a payer's money back.
+func (a *App) reserveOwed(ctx context.Context, tx Tx, mode Mode, merchantID string, amt Amount, kind, refType, refID string) error {
+	// Locked first, as every debit of available is: entries that lower it
+	// then take effect in the order they were written.
+	if _, err := tx.LockBalance(ctx, account(mode, merchantID, ledger.Available), amt.Currency); err != nil {
+		return fmt.Errorf("lock balance: %w", err)
+	}
+	return a.postDebt(ctx, tx, mode, merchantID, kind, refType, refID,
 		ledger.Move(account(mode, merchantID, ledger.Available), account(mode, merchantID, ledger.Reserved), string(amt.Currency), amt.Minor))
 }
 

@@ -1,8 +1,11 @@
 package xaalis
 
 import (
+	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -56,7 +59,11 @@ type Merchant struct {
 	// AllowedProviders is the provider whitelist; empty allows all.
 	AllowedProviders []string
 	// AllowIPs restricts every key of the account; empty allows all.
-	AllowIPs       []netip.Prefix
+	AllowIPs []netip.Prefix
+	// ReturnHosts are the hosts the success and failure URLs of a payment
+	// made with a publishable key may point at (and the hosted page
+	// returns to); empty: publishable keys cannot create payments.
+	ReturnHosts    []string
 	PayoutsEnabled bool
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -84,6 +91,7 @@ type MerchantUpdate struct {
 	KYC              *KYCStatus
 	AllowedProviders *[]string
 	AllowIPs         *[]netip.Prefix
+	ReturnHosts      *[]string
 	PayoutsEnabled   *bool
 }
 
@@ -103,6 +111,9 @@ func (u MerchantUpdate) Apply(m *Merchant) {
 	}
 	if u.AllowIPs != nil {
 		m.AllowIPs = *u.AllowIPs
+	}
+	if u.ReturnHosts != nil {
+		m.ReturnHosts = *u.ReturnHosts
 	}
 	if u.PayoutsEnabled != nil {
 		m.PayoutsEnabled = *u.PayoutsEnabled
@@ -141,6 +152,47 @@ func ParsePrefixes(list []string) ([]netip.Prefix, error) {
 			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
 		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// ReturnHostAllowed reports whether a URL's host is one of the merchant's
+// return hosts: the same name, case aside, on any port.
+func (m *Merchant) ReturnHostAllowed(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, h := range m.ReturnHosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseReturnHosts checks a list of host names (shop.example, no scheme,
+// path or port) and returns them in lower case. It returns
+// validation_error naming the first bad entry.
+func ParseReturnHosts(list []string) ([]string, error) {
+	out := []string{}
+	for _, h := range list {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "" {
+			continue
+		}
+		u, err := url.Parse("https://" + h + "/")
+		if err != nil || u.Hostname() != h || u.Port() != "" || len(h) > 253 || strings.ContainsAny(h, "/?#@*") {
+			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"return_hosts": {
+				fmt.Sprintf("%q is not a host name (shop.example: no scheme, port or path)", h)}}}
+		}
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	if len(out) > 20 {
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"return_hosts": {"at most 20 hosts"}}}
 	}
 	return out, nil
 }

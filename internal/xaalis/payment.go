@@ -142,16 +142,22 @@ func Convert(a Amount, to Currency, rate *big.Rat) Amount {
 	return Amount{Minor: q.Int64(), Currency: to}
 }
 
-// CreatePayment validates and creates a payment, then, when a provider is
-// named, initiates it. Errors: merchant_inactive, merchant_kyc_required,
-// validation_error, amount_must_be_positive, invalid_phone_number,
-// provider_unavailable, provider_country_unsupported,
-// merchant_provider_not_authorized, fees_unavailable,
-// amount_below_merchant_minimum, amount_below_provider_minimum,
-// amount_above_merchant_maximum, daily_limit_exceeded,
-// merchant_limit_exceeded, bceao_limit_exceeded, gateway_unavailable,
-// gateway_error.
-func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) (*Transaction, error) {
+// paymentDraft is a creation body checked and priced: the payment it
+// would create, not yet written, and the provider it names.
+type paymentDraft struct {
+	t        *Transaction
+	provider string // "" when the payer chooses on the hosted page
+	pub      bool   // made with a publishable key
+}
+
+// draftPayment turns a creation body into the payment it would create:
+// every check that needs no database (the merchant's status and KYC, the
+// fields, the payer's phone, the price and its worth in XOF for limits).
+// A precheck does not require merchant_ref, success_url and failed_url,
+// which no limit depends on, but checks them when given. It returns
+// merchant_inactive, merchant_kyc_required, validation_error,
+// amount_must_be_positive or invalid_phone_number.
+func (a *App) draftPayment(ctx context.Context, p *Principal, in PaymentInput, precheck bool) (*paymentDraft, error) {
 	m := p.Merchant
 	if err := m.ActiveError(); err != nil {
 		return nil, err
@@ -162,7 +168,9 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 	v := ValidationErrors{}
 	ref := ""
 	if in.MerchantRef == nil || strings.TrimSpace(*in.MerchantRef) == "" {
-		v.Add("merchant_ref", "is required")
+		if !precheck {
+			v.Add("merchant_ref", "is required")
+		}
 	} else if ref = strings.TrimSpace(*in.MerchantRef); len(ref) > 100 {
 		v.Add("merchant_ref", "must be at most 100 characters")
 	}
@@ -182,9 +190,20 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 	if in.Provider != nil && strings.TrimSpace(*in.Provider) != "" {
 		provider = strings.TrimSpace(*in.Provider)
 	}
+	pub := p.Key.Type == KeyPublishable
+	if pub {
+		in.refusePublishable(v)
+	}
 	phone, name := in.payerFields(v)
-	success := validURL(v, "success_url", in.SuccessURL, true)
-	failed := validURL(v, "failed_url", in.FailedURL, true)
+	success := validURL(v, "success_url", in.SuccessURL, !precheck)
+	failed := validURL(v, "failed_url", in.FailedURL, !precheck)
+	if pub {
+		for _, u := range []struct{ field, url string }{{"success_url", success}, {"failed_url", failed}} {
+			if u.url != "" && !m.ReturnHostAllowed(u.url) {
+				v.Add(u.field, returnHostsMessage(m))
+			}
+		}
+	}
 	callback := a.callbackURL(ctx, v, in.CallbackURL)
 	md := map[string]string{}
 	if len(in.Metadata) > MetadataMaxKeys {
@@ -228,6 +247,7 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 		MerchantRef: ref, Status: StatusInitiated, Amount: amount, Country: country, PayerPhone: phone,
 		PayerName: name, SuccessURL: success, FailedURL: failed, CallbackURL: callback, Metadata: md,
 		ExpiresAt: now.Add(time.Duration(expiresIn) * time.Second), CreatedAt: now, UpdatedAt: now,
+		KeyType: p.Key.Type,
 	}
 	if err := a.price(t, m); err != nil {
 		return nil, err
@@ -237,25 +257,45 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 		return nil, err
 	}
 	t.LimitAmount = units * 100
-	if err := a.checkMerchantLimits(ctx, m, t); err != nil {
+	return &paymentDraft{t: t, provider: provider, pub: pub}, nil
+}
+
+// CreatePayment validates and creates a payment, then, when a provider is
+// named, initiates it. Errors: merchant_inactive, merchant_kyc_required,
+// validation_error, amount_must_be_positive, invalid_phone_number,
+// provider_unavailable, provider_country_unsupported,
+// merchant_provider_not_authorized, fees_unavailable,
+// amount_below_merchant_minimum, amount_below_provider_minimum,
+// amount_above_merchant_maximum, daily_limit_exceeded,
+// merchant_limit_exceeded, bceao_limit_exceeded, gateway_unavailable,
+// gateway_error.
+func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) (*Transaction, error) {
+	d, err := a.draftPayment(ctx, p, in, false)
+	if err != nil {
 		return nil, err
 	}
-	if provider != "" {
-		if err := a.checkProvider(ctx, m, t, provider); err != nil {
-			return nil, err
-		}
-		t.Provider = provider
+	m, t, provider, pub := p.Merchant, d.t, d.provider, d.pub
+	ref, now := t.MerchantRef, t.CreatedAt
+	if err := a.checkCreation(ctx, m, t, provider); err != nil {
+		return nil, err
 	}
-	if phone != "" {
-		if err := a.checkPayerCeiling(ctx, t); err != nil {
-			return nil, err
-		}
-	}
+	t.Provider = provider
 
-	// The intent is durable before any provider hears of it.
+	// The intent is durable before any provider hears of it, except when
+	// the provider answers in this process (test mode's simulators): then
+	// the payment, its initiation and its answer are one transaction.
 	hookNow := provider == ""
-	err = a.Store.Update(ctx, func(tx Tx) error {
-		existing, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, ref)
+	inTx := !hookNow && a.Gateway != nil && a.Gateway.InProcess(t.Mode)
+	var out *Transaction
+	var gerr error
+	err = a.update(ctx, func(tx Tx) error {
+		if pub {
+			if err := a.countPublishableCreation(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+		fresh := true
+		existing, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, t.KeyType, ref)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
@@ -263,13 +303,14 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 		case resumable(existing, t):
 			// A retry of a creation whose initiation never reached the
 			// provider: carry on with the same payment.
-			t = existing
-			return nil
+			t, fresh = existing, false
+			if !inTx {
+				return nil
+			}
 		default:
-			return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {
-				fmt.Sprintf("is already used by %s (%s)", existing.Reference, existing.Status)}}}
+			return merchantRefUsed(existing, pub)
 		}
-		if t.PayerPhone != "" {
+		if fresh && t.PayerPhone != "" {
 			c, err := tx.UpsertCustomer(ctx, &Customer{ID: a.NewID(), MerchantID: m.ID, Mode: t.Mode,
 				Phone: t.PayerPhone, Name: t.PayerName, CreatedAt: now, UpdatedAt: now})
 			if err != nil {
@@ -277,24 +318,101 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 			}
 			t.CustomerID = c.ID
 		}
+		if inTx {
+			out, gerr, err = a.initiateIn(ctx, tx, t, fresh)
+			return err
+		}
 		if err := tx.InsertTransaction(ctx, t); err != nil {
 			if errors.Is(err, ErrDuplicateMerchantRef) {
 				return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
 			}
 			return fmt.Errorf("insert transaction: %w", err)
 		}
+		if err := a.countPayment(ctx, tx, t, StatusInitiated); err != nil {
+			return err
+		}
 		if hookNow {
 			return RunCommitHook(ctx, tx, a.decorate(t))
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if hookNow {
+	case gerr != nil:
+		return nil, gerr
+	case inTx:
+		return out, nil
+	case hookNow:
 		return a.decorate(t), nil
 	}
 	return a.initiate(ctx, t.ID)
+}
+
+// initiateIn initiates a payment with an in-process provider inside the
+// command's transaction: the payment is written (inserted when fresh)
+// already pending, or settled, with its ledger entries and events, and the
+// request's answer. A refusal writes the payment initiated with the
+// reason, commits, and is returned as gerr, so a retry resumes it.
+func (a *App) initiateIn(ctx context.Context, tx Tx, t *Transaction, fresh bool) (out *Transaction, gerr, err error) {
+	res, gerr := a.Gateway.Initiate(ctx, a.initiateRequest(t))
+	write := func() error {
+		if !fresh {
+			return tx.UpdateTransaction(ctx, t)
+		}
+		if err := tx.InsertTransaction(ctx, t); err != nil {
+			if errors.Is(err, ErrDuplicateMerchantRef) {
+				return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
+			}
+			return fmt.Errorf("insert transaction: %w", err)
+		}
+		return nil
+	}
+	if gerr != nil {
+		t.FailureReason, t.UpdatedAt = string(ErrorCode(gerr)), a.now()
+		return nil, gerr, write()
+	}
+	t.ProviderRef, t.NextAction = res.ProviderRef, res.NextAction
+	t.Route, t.RouteReason = res.Route, res.RouteReason
+	t.FailureReason, t.UpdatedAt = "", a.now()
+	if to, ev, final := outcome(res.State); final {
+		// Settled at once: straight to the outcome, written once, without
+		// the pending memo and hold that the same transaction would undo.
+		t.NextAction, t.fresh = nil, fresh
+		if err := a.move(ctx, tx, t, to, ev, "", write); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		t.Status = StatusPending
+		if err := write(); err != nil {
+			return nil, nil, err
+		}
+		if err := a.postPayment(ctx, tx, t, StatusInitiated, StatusPending); err != nil {
+			return nil, nil, err
+		}
+	}
+	out = a.decorate(t)
+	return out, nil, RunCommitHook(ctx, tx, out)
+}
+
+// initiateRequest is what a provider is asked to collect a payment.
+func (a *App) initiateRequest(t *Transaction) InitiateRequest {
+	return InitiateRequest{
+		Mode: t.Mode, TransactionID: t.ID, Reference: t.Reference, Provider: t.Provider, Country: t.Country,
+		Amount: t.Amount, PayerPhone: t.PayerPhone, PayerName: t.PayerName,
+		SubMerchant: t.Metadata["aggregated_merchant_id"], NotifyURL: a.notifyURL(t.Provider),
+		ExpiresAt: t.ExpiresAt,
+	}
+}
+
+// merchantRefUsed is the validation_error of a merchant_ref that another
+// record holds. A publishable key learns nothing of that record.
+func merchantRefUsed(existing *Transaction, pub bool) *Error {
+	msg := "is already used"
+	if !pub {
+		msg = fmt.Sprintf("is already used by %s (%s)", existing.Reference, existing.Status)
+	}
+	return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {msg}}}
 }
 
 // resumable reports whether an existing payment with the same merchant_ref
@@ -354,7 +472,7 @@ func (a *App) checkMerchantLimits(ctx context.Context, m *Merchant, t *Transacti
 		if w.limit <= 0 {
 			continue
 		}
-		used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, MerchantID: m.ID, Since: w.since})
+		used, err := a.volume(ctx, VolumeQuery{Mode: t.Mode, MerchantID: m.ID, Since: w.since, HoldSince: now.Add(-PendingHold)})
 		if err != nil {
 			return fmt.Errorf("merchant volume: %w", err)
 		}
@@ -375,6 +493,9 @@ func (a *App) checkProvider(ctx context.Context, m *Merchant, t *Transaction, pr
 	if !ok || !spec.Enabled || !spec.Payments {
 		return E(EProviderUnavailable, "provider", provider)
 	}
+	if t.Mode == ModeLive && !spec.LiveReady() {
+		return liveUnconfigured(provider)
+	}
 	if !spec.Serves(t.Country) || slices.Contains(spec.DisabledCountries, t.Country) {
 		return E(EProviderCountryUnsupported, "provider", provider, "country", string(t.Country))
 	}
@@ -393,7 +514,7 @@ func (a *App) checkProvider(ctx context.Context, m *Merchant, t *Transaction, pr
 		return E(EAmountBelowProviderMinimum, "minimum", spec.MinAmount, "provider", provider, "currency", string(XOF))
 	}
 	if spec.DailyLimit > 0 {
-		used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, MerchantID: m.ID, Provider: provider, Since: startOfDay(a.now())})
+		used, err := a.volume(ctx, providerVolume(t, m.ID, provider, a.now()))
 		if err != nil {
 			return fmt.Errorf("provider volume: %w", err)
 		}
@@ -404,35 +525,123 @@ func (a *App) checkProvider(ctx context.Context, m *Merchant, t *Transaction, pr
 	return nil
 }
 
-// checkPayerCeiling applies the BCEAO ceiling of the payer's tier over a
-// rolling 30 days, across every merchant.
-func (a *App) checkPayerCeiling(ctx context.Context, t *Transaction) error {
-	tier := a.Config.BCEAO.DefaultTier
-	if k, ok := a.Config.BCEAO.Phones[t.PayerPhone]; ok {
-		tier = k
+// payerRoom is a payer's place under the BCEAO rules: the tier, the
+// tier's ceiling over a rolling 30 days in whole XOF units (0: none), and
+// what the payer paid in those days, across every merchant, in minor
+// units of XOF (read only under a ceiling).
+type payerRoom struct {
+	tier          int
+	ceiling, used int64
+}
+
+// remaining is what the payer may still pay before the ceiling, in XOF;
+// ok is false when the tier has no ceiling.
+func (r payerRoom) remaining() (Amount, bool) {
+	if r.ceiling <= 0 {
+		return Amount{}, false
 	}
-	var ceiling int64
+	return Amount{Minor: max(0, r.ceiling*100-r.used), Currency: XOF}, true
+}
+
+// payerRoomOf reads the payer's tier, ceiling and 30-day volume.
+func (a *App) payerRoomOf(ctx context.Context, t *Transaction) (payerRoom, error) {
+	r := payerRoom{tier: a.Config.BCEAO.DefaultTier}
+	if k, ok := a.Config.BCEAO.Phones[t.PayerPhone]; ok {
+		r.tier = k
+	}
 	for _, k := range a.Config.BCEAO.Tiers {
-		if k.Tier == tier {
-			ceiling = k.Ceiling
+		if k.Tier == r.tier {
+			r.ceiling = k.Ceiling
 		}
 	}
-	if ceiling <= 0 {
-		return nil
+	if r.ceiling <= 0 {
+		return r, nil
+	}
+	// A rolling 30 days: today and the 29 days before it (UTC).
+	used, err := a.volume(ctx, payerVolume(t, a.now()))
+	if err != nil {
+		return r, fmt.Errorf("payer volume: %w", err)
+	}
+	r.used = used
+	return r, nil
+}
+
+// checkPayerCeiling applies the BCEAO ceiling of the payer's tier over a
+// rolling 30 days, across every merchant; it returns the payer's room as
+// it found it.
+func (a *App) checkPayerCeiling(ctx context.Context, t *Transaction) (payerRoom, error) {
+	r, err := a.payerRoomOf(ctx, t)
+	if err != nil || r.ceiling <= 0 {
+		return r, err
 	}
 	units, err := a.inXOF(t.Amount)
 	if err != nil {
-		return err
+		return r, err
 	}
-	// A rolling 30 days: today and the 29 days before it (UTC).
-	used, err := a.Store.Volume(ctx, VolumeQuery{Mode: t.Mode, PayerPhone: t.PayerPhone, Since: startOfDay(a.now()).AddDate(0, 0, -29)})
+	if r.used/100+units > r.ceiling {
+		return r, E(EBCEAOLimitExceeded, "tier", r.tier, "ceiling", r.ceiling)
+	}
+	return r, nil
+}
+
+// providerVolume reads the merchant's collections through a provider
+// today, for the provider's daily limit.
+func providerVolume(t *Transaction, merchantID, provider string, now time.Time) VolumeQuery {
+	return VolumeQuery{Mode: t.Mode, MerchantID: merchantID, Provider: provider, Since: startOfDay(now), HoldSince: now.Add(-PendingHold)}
+}
+
+// payerVolume reads what the payer paid over a rolling 30 days: today and
+// the 29 days before it (UTC), for the BCEAO ceiling.
+func payerVolume(t *Transaction, now time.Time) VolumeQuery {
+	return VolumeQuery{Mode: t.Mode, PayerPhone: t.PayerPhone, Since: startOfDay(now).AddDate(0, 0, -29), HoldSince: now.Add(-PendingHold)}
+}
+
+type volumesKey struct{}
+
+// prefetchVolumes reads, in one round trip, every volume a payment's
+// limits need (the merchant's day and month, each provider's day, the
+// payer's 30 days), for the checks to find in ctx.
+func (a *App) prefetchVolumes(ctx context.Context, m *Merchant, t *Transaction, providers []string) context.Context {
+	now := a.now()
+	hold := now.Add(-PendingHold)
+	var qs []VolumeQuery
+	l := a.Config.LimitsFor(m.ID)
+	if l.Daily > 0 {
+		qs = append(qs, VolumeQuery{Mode: t.Mode, MerchantID: m.ID, Since: startOfDay(now), HoldSince: hold})
+	}
+	if l.Monthly > 0 {
+		qs = append(qs, VolumeQuery{Mode: t.Mode, MerchantID: m.ID, Since: startOfMonth(now), HoldSince: hold})
+	}
+	for _, provider := range providers {
+		if spec, ok := a.Config.Providers[provider]; ok && spec.DailyLimit > 0 {
+			qs = append(qs, providerVolume(t, m.ID, provider, now))
+		}
+	}
+	if t.PayerPhone != "" {
+		qs = append(qs, payerVolume(t, now))
+	}
+	if len(qs) < 2 {
+		return ctx
+	}
+	vs, err := a.Store.Volumes(ctx, qs)
 	if err != nil {
-		return fmt.Errorf("payer volume: %w", err)
+		return ctx // the checks read them one by one, and report the error
 	}
-	if used/100+units > ceiling {
-		return E(EBCEAOLimitExceeded, "tier", tier, "ceiling", ceiling)
+	got := make(map[string]int64, len(qs))
+	for i, q := range qs {
+		got[q.key()] = vs[i]
 	}
-	return nil
+	return context.WithValue(ctx, volumesKey{}, got)
+}
+
+// volume reads a volume, from the prefetched ones when ctx has it.
+func (a *App) volume(ctx context.Context, q VolumeQuery) (int64, error) {
+	if got, ok := ctx.Value(volumesKey{}).(map[string]int64); ok {
+		if v, ok := got[q.key()]; ok {
+			return v, nil
+		}
+	}
+	return a.Store.Volume(ctx, q)
 }
 
 func startOfDay(t time.Time) time.Time {
@@ -463,18 +672,13 @@ func (a *App) initiate(ctx context.Context, id string) (*Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, gerr := a.Gateway.Initiate(ctx, InitiateRequest{
-		Mode: t.Mode, TransactionID: t.ID, Reference: t.Reference, Provider: t.Provider, Country: t.Country,
-		Amount: t.Amount, PayerPhone: t.PayerPhone, PayerName: t.PayerName,
-		SubMerchant: t.Metadata["aggregated_merchant_id"], NotifyURL: a.notifyURL(t.Provider),
-		ExpiresAt: t.ExpiresAt,
-	})
+	res, gerr := a.Gateway.Initiate(ctx, a.initiateRequest(t))
 	if gerr != nil {
 		var e *Error
 		if !errors.As(gerr, &e) {
 			gerr = E(EGatewayUnavailable, "provider", t.Provider)
 		}
-		if uerr := a.Store.Update(ctx, func(tx Tx) error {
+		if uerr := a.update(ctx, func(tx Tx) error {
 			cur, err := tx.TransactionForUpdate(ctx, id)
 			if err != nil {
 				return err
@@ -488,7 +692,7 @@ func (a *App) initiate(ctx context.Context, id string) (*Transaction, error) {
 		return nil, gerr
 	}
 	var out *Transaction
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		cur, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -527,23 +731,35 @@ func (a *App) settle(ctx context.Context, tx Tx, t *Transaction, state ProviderS
 	if !t.Status.Open() {
 		return nil
 	}
-	var to Status
-	var ev string
-	switch state {
-	case ProviderSuccess:
-		to, ev = StatusSuccess, EventPaymentSuccess
-	case ProviderFailed:
-		to, ev = StatusFailed, EventPaymentFailed
-	case ProviderCancelled:
-		to, ev = StatusCancelled, EventPaymentCancelled
-	default:
+	to, ev, ok := outcome(state)
+	if !ok {
 		return nil
 	}
 	return a.transition(ctx, tx, t, to, ev, reason)
 }
 
+// outcome is the status and event a payment settles in for a provider's
+// final state; ok is false for pending.
+func outcome(state ProviderState) (Status, string, bool) {
+	switch state {
+	case ProviderSuccess:
+		return StatusSuccess, EventPaymentSuccess, true
+	case ProviderFailed:
+		return StatusFailed, EventPaymentFailed, true
+	case ProviderCancelled:
+		return StatusCancelled, EventPaymentCancelled, true
+	}
+	return "", "", false
+}
+
 // transition changes a payment's status and writes its event in tx.
 func (a *App) transition(ctx context.Context, tx Tx, t *Transaction, to Status, event, reason string) error {
+	return a.move(ctx, tx, t, to, event, reason, func() error { return tx.UpdateTransaction(ctx, t) })
+}
+
+// move is transition with the write of the record given: an update, or
+// the insert of a payment settled in the transaction that creates it.
+func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event, reason string, write func() error) error {
 	if t.Type == TypePayment {
 		if err := a.postPayment(ctx, tx, t, t.Status, to); err != nil {
 			return err
@@ -554,8 +770,8 @@ func (a *App) transition(ctx context.Context, tx Tx, t *Transaction, to Status, 
 		t.FailureReason = reason
 	}
 	t.UpdatedAt = a.now()
-	if err := tx.UpdateTransaction(ctx, t); err != nil {
-		return fmt.Errorf("update transaction: %w", err)
+	if err := write(); err != nil {
+		return fmt.Errorf("write transaction: %w", err)
 	}
 	if err := a.writeEvent(ctx, tx, t, event); err != nil {
 		return err
@@ -578,6 +794,14 @@ func (a *App) writeEvent(ctx context.Context, tx Tx, t *Transaction, event strin
 // reference (16 or 14 characters) or merchant_ref, in the key's mode. It
 // returns not_found or livemode_mismatch.
 func (a *App) LookupTransaction(ctx context.Context, p *Principal, key string) (*Transaction, error) {
+	return a.lookup(ctx, p, key, "")
+}
+
+// lookup finds a transaction by id, reference or merchant_ref, of one
+// type unless typ is "". An exact id or reference wins over a
+// merchant_ref; among merchant_refs, the secret key's record wins over a
+// payment made with a publishable key, which has a namespace of its own.
+func (a *App) lookup(ctx context.Context, p *Principal, key string, typ TxType) (*Transaction, error) {
 	if key == "" || len(key) > 255 {
 		return nil, ErrNotFound
 	}
@@ -585,14 +809,33 @@ func (a *App) LookupTransaction(ctx context.Context, p *Principal, key string) (
 	if err != nil {
 		return nil, fmt.Errorf("lookup transaction: %w", err)
 	}
+	rank := func(t *Transaction) int {
+		switch {
+		case t.ID == key || t.Reference == key:
+			return 0
+		case !t.Publishable():
+			return 1
+		}
+		return 2
+	}
+	var best *Transaction
 	var other bool
 	for _, t := range list {
-		if t.Mode == p.Mode() {
-			return a.decorate(t), nil
+		if typ != "" && t.Type != typ {
+			continue
 		}
-		other = true
+		if t.Mode != p.Mode() {
+			other = true
+			continue
+		}
+		if best == nil || rank(t) < rank(best) {
+			best = t
+		}
 	}
-	if other {
+	switch {
+	case best != nil:
+		return a.decorate(best), nil
+	case other:
 		return nil, E(ELivemodeMismatch)
 	}
 	return nil, ErrNotFound
@@ -607,14 +850,7 @@ func (a *App) Payment(ctx context.Context, p *Principal, key string) (*Transacti
 // lookupOfType finds a transaction of one type by id or lookup key; one of
 // another type is not_found.
 func (a *App) lookupOfType(ctx context.Context, p *Principal, key string, typ TxType) (*Transaction, error) {
-	t, err := a.LookupTransaction(ctx, p, key)
-	if err != nil {
-		return nil, err
-	}
-	if t.Type != typ {
-		return nil, ErrNotFound
-	}
-	return t, nil
+	return a.lookup(ctx, p, key, typ)
 }
 
 // Payments lists the merchant's payments in the key's mode.
@@ -652,7 +888,7 @@ func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transactio
 // poll, and runs the request's commit hook.
 func (a *App) finish(ctx context.Context, id string, st *ProviderStatus) (*Transaction, error) {
 	var out *Transaction
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		t, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -708,10 +944,13 @@ func (a *App) simulate(ctx context.Context, t *Transaction, outcome string) (*Tr
 		return a.cancel(ctx, t.ID, "cancelled by the payer")
 	}
 	if t.Status.Open() {
-		if err := a.Gateway.PayerAction(ctx, t.Provider, t.ProviderRef, state); err != nil {
-			return nil, err
-		}
+		perr := a.Gateway.PayerAction(ctx, t.Provider, t.ProviderRef, state)
 		st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
+		if perr != nil && (err != nil || st.State == ProviderPending || st.State == "") {
+			return nil, perr
+		}
+		// A payer who already acted (a first attempt whose answer was lost
+		// before the payment moved) leaves the provider's outcome: apply it.
 		if err != nil {
 			return nil, err
 		}
@@ -723,7 +962,7 @@ func (a *App) simulate(ctx context.Context, t *Transaction, outcome string) (*Tr
 // cancel cancels an open payment on the service's side.
 func (a *App) cancel(ctx context.Context, id, reason string) (*Transaction, error) {
 	var out *Transaction
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		t, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -749,11 +988,14 @@ type NotificationRequest struct {
 // payout or refund it names moves to its outcome, once. It reports whether the notification
 // was a duplicate.
 func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) (duplicate bool, err error) {
+	// A notification is nobody's request: it claims no Idempotency-Key,
+	// even when its context came from the request that caused it.
+	ctx = WithPendingClaim(ctx, nil)
 	t, err := a.Store.TransactionByProviderRef(ctx, mode, n.Provider, n.ProviderRef)
 	if err != nil {
 		return false, err
 	}
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		first, err := tx.NotificationFirstSeen(ctx, n.Provider, n.EventID, a.now())
 		if err != nil {
 			return err
@@ -771,6 +1013,12 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 			_, err := a.openDispute(ctx, tx, DisputeOpen{TransactionID: t.ID, Amount: n.Dispute.Amount.Minor,
 				Reason: n.Dispute.Reason, ProviderEventID: n.EventID})
 			return err
+		}
+		if t.Type == TypeRefund {
+			// The payment before the refund, as every refund command locks.
+			if _, err := tx.TransactionForUpdate(ctx, t.ParentID); err != nil {
+				return err
+			}
 		}
 		cur, err := tx.TransactionForUpdate(ctx, t.ID)
 		if err != nil {
@@ -822,7 +1070,7 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 	n := 0
 	for _, d := range due {
 		expired := false
-		err := a.Store.Update(ctx, func(tx Tx) error {
+		err := a.update(ctx, func(tx Tx) error {
 			t, err := tx.TransactionForUpdate(ctx, d.ID)
 			if err != nil {
 				return err

@@ -114,6 +114,8 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	switch {
 	case !ok || !spec.Enabled:
 		return nil, E(EProviderUnavailable, "provider", provider)
+	case p.Mode() == ModeLive && !spec.LiveReady():
+		return nil, liveUnconfigured(provider)
 	case !spec.Serves(country):
 		return nil, E(EProviderCountryUnsupported, "provider", provider, "country", string(country))
 	case !m.AllowsProvider(provider):
@@ -144,7 +146,14 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 		CreatedAt: now, UpdatedAt: now,
 	}
 	resume := false
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	// In test mode the provider answers in this process: the payout, its
+	// reservation, the provider's answer and the request's answer are one
+	// transaction. In live mode the reservation commits, marked as sent,
+	// before the call, so a process that stops during it leaves a payout
+	// the dispatcher asks about before sending again.
+	inTx := a.Gateway != nil && a.Gateway.InProcess(t.Mode)
+	var out *Transaction
+	err = a.update(ctx, func(tx Tx) error {
 		if idemKey != "" {
 			old, err := tx.TransactionByIdempotencyKey(ctx, m.ID, t.Mode, idemKey)
 			if err == nil && old.Type == TypePayout {
@@ -156,27 +165,44 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 				return err
 			}
 		}
-		if _, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, ref); err == nil {
+		if _, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, KeySecret, ref); err == nil {
 			return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
+		t.DispatchedAt = &now
 		if err := tx.InsertTransaction(ctx, t); err != nil {
 			if errors.Is(err, ErrDuplicateMerchantRef) {
 				return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
 			}
 			return fmt.Errorf("insert payout: %w", err)
 		}
-		return a.reserve(ctx, tx, t.Mode, m.ID, Amount{Minor: t.Amount.Minor + t.Fee.Minor, Currency: cur},
-			"payout.reserve", "transaction", t.ID)
+		if err := a.reserve(ctx, tx, t.Mode, m.ID, Amount{Minor: t.Amount.Minor + t.Fee.Minor, Currency: cur},
+			"payout.reserve", "transaction", t.ID); err != nil {
+			return err
+		}
+		if !inTx {
+			return nil
+		}
+		res, perr := a.sendPayout(ctx, t)
+		if err := a.applyPayoutIn(ctx, tx, t, &res, perr); err != nil {
+			return err
+		}
+		out = t
+		return RunCommitHook(ctx, tx, t)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if resume && !t.Status.Open() {
+	case resume && !t.Status.Open():
 		return a.applyPayout(ctx, t.ID, nil, nil)
+	case resume:
+		return a.dispatchPayout(ctx, t.ID)
+	case inTx:
+		return out, nil
 	}
-	return a.dispatchPayout(ctx, t.ID)
+	res, perr := a.sendPayout(ctx, t)
+	return a.applyPayout(ctx, t.ID, &res, perr)
 }
 
 // dispatchPayout sends an initiated payout to its provider (asking first,
@@ -185,7 +211,7 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, error) {
 	var t *Transaction
 	var prior *time.Time
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		cur, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -231,42 +257,45 @@ func (a *App) sendPayout(ctx context.Context, t *Transaction) (PayoutResult, err
 // refusal fails it; an unknown outcome leaves it for reconciliation.
 func (a *App) applyPayout(ctx context.Context, id string, res *PayoutResult, perr error) (*Transaction, error) {
 	var out *Transaction
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		t, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
-		if t.Status.Open() {
-			switch {
-			case perr != nil && ErrorCode(perr) == EGatewayError:
-				// The provider refused: no money left.
-				if err := a.settlePayout(ctx, tx, t, ProviderFailed, string(EGatewayError)); err != nil {
-					return err
-				}
-			case perr != nil:
-				// Unknown outcome: keep the reservation; the dispatcher asks
-				// the provider again later with the same reference.
-				t.FailureReason = string(ErrorCode(perr))
-				t.UpdatedAt = a.now()
-				if err := tx.UpdateTransaction(ctx, t); err != nil {
-					return err
-				}
-			case res != nil:
-				if res.ProviderRef != "" {
-					t.ProviderRef = res.ProviderRef
-				}
-				if res.Route != "" {
-					t.Route, t.RouteReason = res.Route, res.RouteReason
-				}
-				if err := a.settlePayout(ctx, tx, t, res.State, res.Reason); err != nil {
-					return err
-				}
-			}
+		if err := a.applyPayoutIn(ctx, tx, t, res, perr); err != nil {
+			return err
 		}
 		out = t
 		return RunCommitHook(ctx, tx, t)
 	})
 	return out, err
+}
+
+// applyPayoutIn applies a provider's answer to a locked payout, inside tx.
+func (a *App) applyPayoutIn(ctx context.Context, tx Tx, t *Transaction, res *PayoutResult, perr error) error {
+	if !t.Status.Open() {
+		return nil
+	}
+	switch {
+	case perr != nil && ErrorCode(perr) == EGatewayError:
+		// The provider refused: no money left.
+		return a.settlePayout(ctx, tx, t, ProviderFailed, string(EGatewayError))
+	case perr != nil:
+		// Unknown outcome: keep the reservation; the dispatcher asks the
+		// provider again later with the same reference.
+		t.FailureReason = string(ErrorCode(perr))
+		t.UpdatedAt = a.now()
+		return tx.UpdateTransaction(ctx, t)
+	case res != nil:
+		if res.ProviderRef != "" {
+			t.ProviderRef = res.ProviderRef
+		}
+		if res.Route != "" {
+			t.Route, t.RouteReason = res.Route, res.RouteReason
+		}
+		return a.settlePayout(ctx, tx, t, res.State, res.Reason)
+	}
+	return nil
 }
 
 // settlePayout moves an open payout to a provider state, with its ledger
@@ -322,11 +351,15 @@ func (a *App) Payout(ctx context.Context, p *Principal, key string) (*Transactio
 	return a.lookupOfType(ctx, p, key, TypePayout)
 }
 
+// DispatchAfter is how long after its last provider call a payout or
+// refund whose outcome is unknown is asked about again.
+const DispatchAfter = time.Minute
+
 // DispatchDue sends or asks again about payouts and refunds whose provider
 // outcome is still unknown; it returns how many it touched.
 func (a *App) DispatchDue(ctx context.Context, limit int) (int, error) {
 	now := a.now()
-	due, err := a.Store.DueTransactions(ctx, DueQuery{Now: now, Limit: limit, Dispatch: true, Before: now.Add(-time.Minute)})
+	due, err := a.Store.DueTransactions(ctx, DueQuery{Now: now, Limit: limit, Dispatch: true, Before: now.Add(-DispatchAfter)})
 	if err != nil {
 		return 0, fmt.Errorf("due dispatches: %w", err)
 	}

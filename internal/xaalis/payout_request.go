@@ -114,12 +114,3 @@ func (s Settlement) MarshalJSON() ([]byte, error) {
 		r.Amount.Currency, destination{Phone: strPtr(r.DestPhone), IBAN: strPtr(r.DestIBAN), Bank: strPtr(r.DestBank)},
 		settled, r.Mode.Live()})
 }
-
-// OperatorToken authenticates the service operator on the admin listener.
-type OperatorToken struct {
-	ID        string
-	Name      string
-	Hash      []byte
-	CreatedAt time.Time
-	RevokedAt *time.Time
-}

@@ -2,7 +2,6 @@ package xaalis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -103,7 +102,7 @@ func (a *App) SubmitPayoutRequest(ctx context.Context, p *Principal, in PayoutRe
 		Amount: amount, Fee: fee, Net: Amount{Minor: amount.Minor - fee.Minor, Currency: cur}, DestPhone: phone,
 		DestIBAN: iban, DestBank: bank, MerchantNote: note, SubmittedAt: now, UpdatedAt: now,
 	}
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		n, oldest, err := tx.PayoutRequestsSince(ctx, m.ID, now.Add(-PayoutRequestThrottleWindow))
 		if err != nil {
 			return fmt.Errorf("count payout requests: %w", err)
@@ -201,12 +200,13 @@ func (a *App) MovePayoutRequest(ctx context.Context, id string, action PayoutReq
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"reason": {"is required to reject"}}}
 	}
 	var out *PayoutRequest
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		r, err := tx.PayoutRequestForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
 		from := r.Status
+		before := *r
 		now := a.now()
 		var ev string
 		mode, cur := string(r.Mode), string(r.Amount.Currency)
@@ -247,45 +247,7 @@ func (a *App) MovePayoutRequest(ctx context.Context, id string, action PayoutReq
 			return err
 		}
 		out = r
-		return nil
+		return a.audit(ctx, tx, "payout_request."+string(action), "payout_request", r.ID, &before, r)
 	})
 	return out, err
-}
-
-// operatorTokenPrefix starts every operator token.
-const operatorTokenPrefix = "xop_"
-
-// CreateOperatorToken makes a token for the admin API; the token is shown
-// once and only its hash is stored.
-func (a *App) CreateOperatorToken(ctx context.Context, name string) (*OperatorToken, string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 100 {
-		return nil, "", &Error{Code: EValidation, Fields: ValidationErrors{"name": {"is required, at most 100 characters"}}}
-	}
-	secret := operatorTokenPrefix + RandomString(40, keyAlphabet)
-	pepper, err := a.keyPepper(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	t := &OperatorToken{ID: a.NewID(), Name: name, Hash: HashKey(pepper, secret), CreatedAt: a.now()}
-	if err := a.Store.Update(ctx, func(tx Tx) error { return tx.InsertOperatorToken(ctx, t) }); err != nil {
-		return nil, "", err
-	}
-	return t, secret, nil
-}
-
-// AuthenticateOperator checks an operator token; unauthorized otherwise.
-func (a *App) AuthenticateOperator(ctx context.Context, secret string) (*OperatorToken, error) {
-	if !strings.HasPrefix(secret, operatorTokenPrefix) {
-		return nil, E(EUnauthorized)
-	}
-	pepper, err := a.keyPepper(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, err := a.Store.OperatorTokenByHash(ctx, HashKey(pepper, secret))
-	if errors.Is(err, ErrNotFound) || (err == nil && t.RevokedAt != nil) {
-		return nil, E(EUnauthorized)
-	}
-	return t, err
 }

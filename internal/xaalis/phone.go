@@ -85,27 +85,35 @@ func ParsePhone(raw string, country Country) (string, error) {
 		return "", phoneError(PhoneReasonNotANumber,
 			"The phone number may contain only digits, spaces, dots, dashes, parentheses and a leading +.")
 	}
-	tooShort := phoneError(PhoneReasonTooShort, fmt.Sprintf("The phone number is too short for %s (+%d).", name, cc))
-	tooLong := phoneError(PhoneReasonTooLong, fmt.Sprintf("The phone number is too long for %s (+%d).", name, cc))
-	invalid := phoneError(PhoneReasonInvalid, fmt.Sprintf("The phone number is not a valid number of %s (+%d).", name, cc))
+	// Built only when refused: a valid number, the common case, pays
+	// for none of these messages.
+	tooShort := func() error {
+		return phoneError(PhoneReasonTooShort, fmt.Sprintf("The phone number is too short for %s (+%d).", name, cc))
+	}
+	tooLong := func() error {
+		return phoneError(PhoneReasonTooLong, fmt.Sprintf("The phone number is too long for %s (+%d).", name, cc))
+	}
+	invalid := func() error {
+		return phoneError(PhoneReasonInvalid, fmt.Sprintf("The phone number is not a valid number of %s (+%d).", name, cc))
+	}
 	if digits > maxPhoneDigits {
-		return "", tooLong
+		return "", tooLong()
 	}
 
 	num, err := phonenumbers.Parse(clean, region)
 	if err != nil {
 		switch {
 		case errors.Is(err, phonenumbers.ErrTooShortNSN), errors.Is(err, phonenumbers.ErrTooShortAfterIDD):
-			return "", tooShort
+			return "", tooShort()
 		case errors.Is(err, phonenumbers.ErrNumTooLong):
-			return "", tooLong
+			return "", tooLong()
 		case errors.Is(err, phonenumbers.ErrNotANumber) && digits < 2:
 			// The parser wants two digits before it sees a number at all.
-			return "", tooShort
+			return "", tooShort()
 		case errors.Is(err, phonenumbers.ErrNotANumber):
 			return "", phoneError(PhoneReasonNotANumber, "The phone number is not a number.")
 		default: // ErrInvalidCountryCode and anything newer
-			return "", invalid
+			return "", invalid()
 		}
 	}
 
@@ -131,12 +139,12 @@ func ParsePhone(raw string, country Country) (string, error) {
 
 	switch phonenumbers.IsPossibleNumberWithReason(num) {
 	case phonenumbers.TOO_SHORT:
-		return "", tooShort
+		return "", tooShort()
 	case phonenumbers.TOO_LONG:
-		return "", tooLong
+		return "", tooLong()
 	}
 	if !phonenumbers.IsValidNumberForRegion(num, region) {
-		return "", invalid
+		return "", invalid()
 	}
 	switch t := phonenumbers.GetNumberType(num); t {
 	case phonenumbers.MOBILE, phonenumbers.FIXED_LINE_OR_MOBILE:

@@ -52,7 +52,7 @@ func (a *App) CreatePlan(ctx context.Context, p *Principal, in PlanInput) (*Plan
 		ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), Name: name, Amount: amount,
 		Interval: interval, IntervalCount: count, Active: true, Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now,
 	}
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		if err := tx.CreatePlan(ctx, plan); err != nil {
 			return fmt.Errorf("insert plan: %w", err)
 		}
@@ -91,7 +91,7 @@ func (a *App) Plans(ctx context.Context, p *Principal, active *bool, page PageRe
 // livemode_mismatch.
 func (a *App) DeactivatePlan(ctx context.Context, p *Principal, id string) (*Plan, error) {
 	var out *Plan
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		plan, err := tx.PlanForUpdate(ctx, p.Merchant.ID, id)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package xaalis
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 )
@@ -62,4 +63,12 @@ func (a *App) ProvidersFor(p *Principal, country Country) []ProviderInfo {
 		out = append(out, info)
 	}
 	return out
+}
+
+// liveUnconfigured is the provider_unavailable of a provider that live
+// mode cannot reach: none of its routes has usable credentials.
+func liveUnconfigured(provider string) *Error {
+	e := E(EProviderUnavailable, "provider", provider)
+	e.Message = fmt.Sprintf("The provider %s is not configured for live mode: none of its routes has usable credentials.", provider)
+	return e
 }

@@ -34,12 +34,16 @@ const (
 var transactionIDPattern = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|TXN-[0-9A-Z]{16}|TXN-[0-9A-Z]{14})$`)
 
 // CreateRefund gives back part or all of a successful payment through its
-// provider. The refunded amount is reserved from available under lock, so
-// concurrent refunds never exceed the payment. Errors: validation_error,
+// provider. Refunds of one payment are serialised on the payment's row, so
+// concurrent refunds never exceed what is refundable. The refunded amount
+// moves from available to reserved whatever available holds: a refund
+// within the refundable amount is never refused for balance, and what
+// available cannot cover is carried as a debt (available below zero),
+// recovered from the next credits. Errors: validation_error,
 // amount_must_be_positive, transaction_not_found (404),
 // livemode_mismatch, non_payment_transaction_refund,
 // transaction_already_fully_refunded, transaction_not_refundable,
-// refund_not_supported, refund_exceeds_refundable, insufficient_balance.
+// refund_not_supported, refund_exceeds_refundable.
 func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in RefundInput) (*Transaction, error) {
 	m := p.Merchant
 	if err := m.ActiveError(); err != nil {
@@ -113,7 +117,11 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 		ExpiresAt: now.Add(30 * 24 * time.Hour), CreatedAt: now, UpdatedAt: now,
 	}
 	resume := false
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	// As for payouts: one transaction with an in-process provider; with a
+	// live one the reservation commits, marked as sent, before the call.
+	inTx := a.Gateway != nil && a.Gateway.InProcess(r.Mode)
+	var out *Transaction
+	err = a.update(ctx, func(tx Tx) error {
 		if idemKey != "" {
 			old, err := tx.TransactionByIdempotencyKey(ctx, m.ID, r.Mode, idemKey)
 			if err == nil && old.Type == TypeRefund {
@@ -159,25 +167,59 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 			}
 			r.SettlementAmount, r.ExchangeRate = &s, cur.ExchangeRate
 		}
+		r.DispatchedAt = &now
 		if err := tx.InsertTransaction(ctx, r); err != nil {
 			return fmt.Errorf("insert refund: %w", err)
 		}
-		return a.reserve(ctx, tx, r.Mode, m.ID, r.LedgerAmount(), "refund.reserve", "transaction", r.ID)
+		// Never refused for balance: what available cannot cover is owed.
+		if err := a.reserveOwed(ctx, tx, r.Mode, m.ID, r.LedgerAmount(), "refund.reserve", "transaction", r.ID); err != nil {
+			return err
+		}
+		if !inTx {
+			return nil
+		}
+		res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, cur))
+		if err := a.applyRefundIn(ctx, tx, r, &res, perr); err != nil {
+			return err
+		}
+		out = r
+		return RunCommitHook(ctx, tx, r)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if resume && !r.Status.Open() {
+	case resume && !r.Status.Open():
 		return a.applyRefund(ctx, r.ID, nil, nil)
+	case resume:
+		return a.dispatchRefund(ctx, r.ID)
+	case inTx:
+		return out, nil
 	}
-	return a.dispatchRefund(ctx, r.ID)
+	res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, pay))
+	return a.applyRefund(ctx, r.ID, &res, perr)
+}
+
+// refundRequest asks the provider to refund r of payment pay.
+func (a *App) refundRequest(r, pay *Transaction) RefundRequest {
+	return RefundRequest{Mode: r.Mode, Reference: r.Reference, Provider: r.Provider, Route: pay.Route,
+		PaymentProviderRef: pay.ProviderRef, Amount: r.Amount}
 }
 
 // dispatchRefund asks the provider to refund (idempotent on the refund's
 // reference, so asking again is safe) and applies the answer.
 func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, error) {
 	var r, pay *Transaction
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	parent, err := a.refundParent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	err = a.update(ctx, func(tx Tx) error {
+		// The payment first, then the refund: every command that locks
+		// both (creation, dispatch, settlement) takes them in this order.
+		var err error
+		if pay, err = tx.TransactionForUpdate(ctx, parent); err != nil {
+			return err
+		}
 		cur, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -185,9 +227,6 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 		r = cur
 		if !cur.Status.Open() {
 			return nil
-		}
-		if pay, err = tx.TransactionForUpdate(ctx, cur.ParentID); err != nil {
-			return err
 		}
 		now := a.now()
 		cur.DispatchedAt = &now
@@ -199,8 +238,7 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 	if !r.Status.Open() {
 		return a.applyRefund(ctx, id, nil, nil)
 	}
-	res, perr := a.Gateway.Refund(ctx, RefundRequest{Mode: r.Mode, Reference: r.Reference, Provider: r.Provider,
-		Route: pay.Route, PaymentProviderRef: pay.ProviderRef, Amount: r.Amount})
+	res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, pay))
 	return a.applyRefund(ctx, id, &res, perr)
 }
 
@@ -209,35 +247,51 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 // payment.refunded (the payment becomes refunded when nothing is left).
 func (a *App) applyRefund(ctx context.Context, id string, res *PayoutResult, perr error) (*Transaction, error) {
 	var out *Transaction
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	parent, err := a.refundParent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	err = a.update(ctx, func(tx Tx) error {
+		// The payment before the refund (see dispatchRefund): settling a
+		// refund posts to the balances and may move the payment.
+		if _, err := tx.TransactionForUpdate(ctx, parent); err != nil {
+			return err
+		}
 		r, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
-		if r.Status.Open() {
-			state, reason := ProviderState(""), ""
-			switch {
-			case perr != nil && (ErrorCode(perr) == EGatewayError || ErrorCode(perr) == ERefundNotSupported):
-				state, reason = ProviderFailed, string(ErrorCode(perr))
-			case perr != nil:
-				r.FailureReason, r.UpdatedAt = string(ErrorCode(perr)), a.now()
-				if err := tx.UpdateTransaction(ctx, r); err != nil {
-					return err
-				}
-			case res != nil:
-				state, reason = res.State, res.Reason
-				if res.ProviderRef != "" {
-					r.ProviderRef = res.ProviderRef
-				}
-			}
-			if err := a.settleRefund(ctx, tx, r, state, reason); err != nil {
-				return err
-			}
+		if err := a.applyRefundIn(ctx, tx, r, res, perr); err != nil {
+			return err
 		}
 		out = r
 		return RunCommitHook(ctx, tx, r)
 	})
 	return out, err
+}
+
+// applyRefundIn applies a provider's answer to a locked refund (its
+// payment locked first), inside tx.
+func (a *App) applyRefundIn(ctx context.Context, tx Tx, r *Transaction, res *PayoutResult, perr error) error {
+	if !r.Status.Open() {
+		return nil
+	}
+	state, reason := ProviderState(""), ""
+	switch {
+	case perr != nil && (ErrorCode(perr) == EGatewayError || ErrorCode(perr) == ERefundNotSupported):
+		state, reason = ProviderFailed, string(ErrorCode(perr))
+	case perr != nil:
+		r.FailureReason, r.UpdatedAt = string(ErrorCode(perr)), a.now()
+		if err := tx.UpdateTransaction(ctx, r); err != nil {
+			return err
+		}
+	case res != nil:
+		state, reason = res.State, res.Reason
+		if res.ProviderRef != "" {
+			r.ProviderRef = res.ProviderRef
+		}
+	}
+	return a.settleRefund(ctx, tx, r, state, reason)
 }
 
 func (a *App) settleRefund(ctx context.Context, tx Tx, r *Transaction, state ProviderState, reason string) error {
@@ -294,7 +348,7 @@ func (a *App) event(ctx context.Context, tx Tx, t *Transaction, typ string) erro
 // non_payment_transaction_refund or transaction_not_refundable.
 func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, error) {
 	var out *Transaction
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		t, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -309,11 +363,12 @@ func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, 
 		if t.Status != StatusSuccess {
 			return E(ETransactionNotRefundable, "status", string(t.Status))
 		}
+		before := *t
 		if err := a.transition(ctx, tx, t, StatusRefunded, EventPaymentRefunded, ""); err != nil {
 			return err
 		}
 		out = t
-		return nil
+		return a.audit(ctx, tx, "payment.mark_refunded", "transaction", t.ID, &before, t)
 	})
 	return out, err
 }
@@ -321,4 +376,13 @@ func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, 
 // Refund returns a refund by id or reference.
 func (a *App) Refund(ctx context.Context, p *Principal, key string) (*Transaction, error) {
 	return a.lookupOfType(ctx, p, key, TypeRefund)
+}
+
+// refundParent is the payment a refund gives back, which never changes.
+func (a *App) refundParent(ctx context.Context, id string) (string, error) {
+	r, err := a.Store.Transaction(ctx, "", id)
+	if err != nil {
+		return "", err
+	}
+	return r.ParentID, nil
 }

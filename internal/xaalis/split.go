@@ -127,7 +127,7 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 				fmt.Sprintf("%s settles in %s, the payment in %s", b.ID, b.SettlementCurrency, pay.LedgerAmount().Currency)}}}
 		}
 	}
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		cur, err := tx.TransactionForUpdate(ctx, pay.ID)
 		if err != nil {
 			return err

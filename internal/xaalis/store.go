@@ -3,6 +3,7 @@ package xaalis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/xaalis/xaalis/internal/ledger"
@@ -17,10 +18,18 @@ import (
 type Store interface {
 	WebhookStore
 	MarketStore
+	OpsStore
+	InstanceStore
 
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 	Close() error
+
+	// Subscribe returns a channel that receives after commits that made
+	// work of a kind in w due (Tx.Wake), in any process sharing the
+	// database where the backend can tell (PostgreSQL's NOTIFY), else in
+	// this one. Loops still poll: a wake-up only makes them early.
+	Subscribe(w Wakeup) <-chan struct{}
 
 	// Pepper returns the installation's key-hashing secret, made on first
 	// use and never changed.
@@ -56,14 +65,23 @@ type Store interface {
 	// Before (Reconcile).
 	DueTransactions(ctx context.Context, q DueQuery) ([]*Transaction, error)
 	// Volume sums the limit amounts of counted payments in a scope created
-	// on or after Since's UTC day, from the running volume counters.
+	// on or after Since's UTC day, from the running volume counters, plus
+	// the hold counters of the pending payments created from
+	// FirstHoldMinute on.
 	Volume(ctx context.Context, q VolumeQuery) (int64, error)
+	// Volumes is Volume of several queries in one round trip.
+	Volumes(ctx context.Context, qs []VolumeQuery) ([]int64, error)
 	// Customer returns one of the merchant's customers.
 	Customer(ctx context.Context, merchantID, id string) (*Customer, error)
 	// Events returns the events of an object in order.
 	Events(ctx context.Context, objectID string) ([]*Event, error)
 	// OperatorTokenByHash finds an operator token.
 	OperatorTokenByHash(ctx context.Context, hash []byte) (*OperatorToken, error)
+	// OperatorTokens lists every operator token, newest first.
+	OperatorTokens(ctx context.Context) ([]*OperatorToken, error)
+	// AuditLog lists one page of operator actions, newest first, and the
+	// total.
+	AuditLog(ctx context.Context, page PageRequest) ([]*AuditEntry, int, error)
 
 	// Balances returns the cached balances of accounts in a currency (0 for
 	// an account without postings) and when the newest of them changed.
@@ -82,6 +100,9 @@ type Store interface {
 	// Settlements lists completed payout requests, newest first, and the total.
 	Settlements(ctx context.Context, merchantID string, mode Mode, page PageRequest) ([]*PayoutRequest, int, error)
 
+	// IdempotencyKey reads a key's row without writing: ErrNotFound when
+	// there is none.
+	IdempotencyKey(ctx context.Context, s IdempotencyScope) (*IdempotencyRecord, error)
 	// ClaimIdempotency claims a key for one request, in its own
 	// transaction, counting new keys against the quota.
 	ClaimIdempotency(ctx context.Context, c Claim) (ClaimResult, error)
@@ -92,9 +113,28 @@ type Store interface {
 	// ReleaseIdempotency forgets a claim whose request failed with a 5xx,
 	// so that a retry runs again.
 	ReleaseIdempotency(ctx context.Context, s IdempotencyScope, token string) error
-	// PurgeIdempotency deletes keys expired at now and quota counters whose
-	// window started more than IdempotencyTTL before it (quota windows are
-	// at most that long); it returns how many keys went.
+	// SetSecretBox makes the store keep secrets sealed under box (set once,
+	// before use). Without a box secrets are stored in clear, for tests of
+	// other things, and a sealed one cannot be read: xaalis serve and the
+	// command line always set one.
+	SetSecretBox(box SecretBox)
+	// SecretKeys reports the current key and which keys the stored
+	// secrets are sealed under: webhook endpoint and callback secrets, and
+	// with answers the stored Idempotency-Key answers that show a secret
+	// (which takes a scan of them).
+	SecretKeys(ctx context.Context, answers bool) (SecretKeyUsage, error)
+	// UseSecretKey makes id the key new secrets are sealed under, in every
+	// process on the database; the box must hold it.
+	UseSecretKey(ctx context.Context, id string) error
+	// ResealSecrets seals under the current key up to limit stored secrets
+	// that are in clear or, unless clearOnly, under another key, in one
+	// transaction, and returns how many rows it sealed (0: none is left).
+	// A secret that changes meanwhile is left for the next call.
+	ResealSecrets(ctx context.Context, limit int, clearOnly bool) (int, error)
+
+	// PurgeIdempotency deletes keys expired at now, and quota and rate
+	// counters whose window started more than IdempotencyTTL before it
+	// (their windows are at most that long); it returns how many keys went.
 	PurgeIdempotency(ctx context.Context, now time.Time) (int64, error)
 }
 
@@ -102,6 +142,10 @@ type Store interface {
 type Tx interface {
 	WebhookTx
 	MarketTx
+	OpsTx
+
+	// Wake asks for the background work w once the transaction commits.
+	Wake(w Wakeup)
 
 	// InsertSettingOnce records a named setting unless it exists, and
 	// reports whether this call inserted it. Concurrent callers in other
@@ -129,8 +173,9 @@ type Tx interface {
 	// TransactionForUpdate reads and locks a transaction.
 	TransactionForUpdate(ctx context.Context, id string) (*Transaction, error)
 	// TransactionByMerchantRefForUpdate reads and locks a payment or payout
-	// by merchant_ref.
-	TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode Mode, ref string) (*Transaction, error)
+	// by merchant_ref, among those created by one kind of key: merchant_ref
+	// is unique per merchant, mode and key type.
+	TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode Mode, kt KeyType, ref string) (*Transaction, error)
 	UpdateTransaction(ctx context.Context, t *Transaction) error
 	// UpsertCustomer returns the merchant's customer with c's phone in c's
 	// mode, creating it (with c's id) when there is none; a given name
@@ -172,7 +217,22 @@ type Tx interface {
 
 	// InsertOperatorToken stores an operator token (its hash only).
 	InsertOperatorToken(ctx context.Context, t *OperatorToken) error
+	// OperatorTokenForUpdate reads and locks an operator token.
+	OperatorTokenForUpdate(ctx context.Context, id string) (*OperatorToken, error)
+	// RevokeOperatorToken marks a token revoked at a time.
+	RevokeOperatorToken(ctx context.Context, id string, at time.Time) error
+	// InsertAudit appends an operator action to the audit log, which
+	// refuses updates and deletes.
+	InsertAudit(ctx context.Context, e *AuditEntry) error
+	// CountRate adds one to a rate counter's fixed window and returns the
+	// count, this one included. Counters of concurrent transactions in any
+	// process add up, so a limit read from them holds across processes.
+	CountRate(ctx context.Context, scope string, window time.Time) (int, error)
 
+	// ClaimIdempotency claims a key inside this transaction (the claim
+	// commits with the command), counting a new key against the quota. On
+	// ClaimQuotaExceeded the count was taken: the caller rolls back.
+	ClaimIdempotency(ctx context.Context, c Claim) (ClaimResult, error)
 	// CompleteIdempotency stores the response of the claim held by token.
 	// It returns ErrClaimLost when the claim is no longer the caller's, and
 	// the transaction must then roll back.
@@ -193,9 +253,9 @@ type DueQuery struct {
 	Before   time.Time
 }
 
-// VolumeQuery selects payments counted against a limit: pending, success,
-// refunded and disputed ones, created on or after Since's UTC day, in one
-// scope: the payer's (PayerPhone), the merchant's on one provider
+// VolumeQuery selects payments counted against a limit: success, refunded
+// and disputed ones, and pending ones for PendingHold after their
+// creation, created on or after Since's UTC day, in one scope: the payer's (PayerPhone), the merchant's on one provider
 // (MerchantID and Provider), or the merchant's (MerchantID).
 type VolumeQuery struct {
 	Mode       Mode
@@ -203,6 +263,20 @@ type VolumeQuery struct {
 	Provider   string
 	PayerPhone string
 	Since      time.Time
+	// HoldSince: pending payments created at or after it (and on or
+	// after Since's day) hold room too; older pending payments no longer
+	// do. Settled payments are read from the counters.
+	HoldSince time.Time
+}
+
+// PendingHold is how long a pending payment holds room against the
+// merchant, provider and payer limits: after it, only success counts, so
+// that nobody can fill another's ceiling with payments never paid.
+const PendingHold = 30 * time.Minute
+
+// key identifies what a query reads, at the counters' granularity.
+func (q VolumeQuery) key() string {
+	return fmt.Sprintf("%s|%d|%d", q.Scope(), VolumeDay(q.Since), q.FirstHoldMinute())
 }
 
 // Scope names the volume counter the query reads.
@@ -226,6 +300,43 @@ func VolumeDay(t time.Time) int64 {
 	return d
 }
 
+// HoldScope is the hold counter of a volume scope: pending payments by the
+// UTC minute of their creation (in the volume counters' day column).
+func HoldScope(scope string) string { return "h:" + scope }
+
+// HoldScopes are the hold counters a pending payment counts in.
+func HoldScopes(t *Transaction) []string {
+	out := VolumeScopes(t)
+	for i, s := range out {
+		out[i] = HoldScope(s)
+	}
+	return out
+}
+
+// HoldMinute is a time's UTC minute: minutes since 1970-01-01.
+func HoldMinute(t time.Time) int64 {
+	sec := t.UTC().Unix()
+	m := sec / 60
+	if sec < 0 && sec%60 != 0 {
+		m--
+	}
+	return m
+}
+
+// FirstHoldMinute is the first minute whose pending payments still hold
+// room at q: minutes that started at or after HoldSince (so a payment
+// holds room for PendingHold at most) and within Since's day or later.
+func (q VolumeQuery) FirstHoldMinute() int64 {
+	m := HoldMinute(q.HoldSince)
+	if q.HoldSince.UTC().Unix()%60 != 0 {
+		m++
+	}
+	if d := VolumeDay(q.Since) * 1440; d > m {
+		m = d
+	}
+	return m
+}
+
 // VolumeScopes are the counters a payment counts in.
 func VolumeScopes(t *Transaction) []string {
 	out := []string{VolumeQuery{Mode: t.Mode, MerchantID: t.MerchantID}.Scope()}
@@ -238,9 +349,11 @@ func VolumeScopes(t *Transaction) []string {
 	return out
 }
 
-// counted reports whether a payment in this status counts against limits.
+// counted reports whether a payment in this status is in the volume
+// counters. Pending payments are not: they are in the hold counters, read
+// for PendingHold only.
 func counted(s Status) bool {
-	return s == StatusPending || s == StatusSuccess || s == StatusRefunded || s == StatusDisputed
+	return s == StatusSuccess || s == StatusRefunded || s == StatusDisputed
 }
 
 // ErrDuplicateMerchantRef: another payment or payout has this merchant_ref.
@@ -255,10 +368,12 @@ type PageRequest struct {
 // Offset is the number of rows before the page.
 func (p PageRequest) Offset() int { return (p.Page - 1) * p.PerPage }
 
-// Pagination defaults.
+// Pagination defaults. A page past the last answers an empty list; past
+// MaxPage it is a validation_error, so no offset can overflow.
 const (
 	DefaultPerPage = 20
 	MaxPerPage     = 100
+	MaxPage        = 1_000_000
 )
 
 // Pagination describes a page of a list, as every list answers it.

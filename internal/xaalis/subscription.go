@@ -118,7 +118,7 @@ func (a *App) CreateSubscription(ctx context.Context, p *Principal, in Subscript
 	now := a.now()
 	var s *Subscription
 	var plan *Plan
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		var err error
 		plan, err = tx.PlanByID(ctx, planID)
 		if errors.Is(err, ErrNotFound) || (err == nil && (plan.MerchantID != p.Merchant.ID || !plan.Active || plan.Mode != p.Mode())) {
@@ -212,7 +212,7 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 	// The period's payment is the subscription's own: no request's answer
 	// is stored with it.
 	pay, perr := a.CreatePayment(WithCommitHook(ctx, nil), principal, in)
-	return a.Store.Update(ctx, func(tx Tx) error {
+	return a.update(ctx, func(tx Tx) error {
 		cur, err := tx.SubscriptionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -285,7 +285,7 @@ func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
 	n := 0
 	for _, d := range due {
 		ask := false
-		err := a.Store.Update(ctx, func(tx Tx) error {
+		err := a.update(ctx, func(tx Tx) error {
 			s, err := tx.SubscriptionForUpdate(ctx, d.ID)
 			if err != nil || s.Status != SubscriptionActive || s.NextActionAt.After(now) {
 				return err
@@ -327,7 +327,7 @@ func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
 // (status) for a cancelled or expired one, not_found, livemode_mismatch.
 func (a *App) CancelSubscription(ctx context.Context, p *Principal, id string, atPeriodEnd bool) (*Subscription, error) {
 	var out *Subscription
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		s, err := tx.SubscriptionForUpdate(ctx, id)
 		if err != nil {
 			return err

@@ -123,7 +123,18 @@ type Transaction struct {
 	UpdatedAt    time.Time
 	// PaymentURL is the hosted page; set by the App from its base URL.
 	PaymentURL string
+	// KeyType is the kind of key that created the transaction: payments
+	// made with a publishable key are held apart (their merchant_ref
+	// namespace, the hosted page's return URLs, the payer's rate limit).
+	KeyType KeyType
+
+	// fresh: created in the transaction at hand, so nothing refers to it
+	// yet (no marketplace split can exist).
+	fresh bool
 }
+
+// Publishable reports whether a publishable key created the transaction.
+func (t *Transaction) Publishable() bool { return t.KeyType == KeyPublishable }
 
 // Payer is the payer block of a record.
 type Payer struct {

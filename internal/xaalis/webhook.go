@@ -149,6 +149,35 @@ type EventFilter struct {
 	DeliveryStatus DeliveryStatus
 }
 
+// StreamCursor is a place in the event stream: the order in which events
+// committed, so that reading after a cursor never skips an event that
+// commits later. Tx is PostgreSQL's transaction id (0 on SQLite), Pos the
+// insertion order; cursors compare by Tx, then Pos.
+type StreamCursor struct {
+	Tx  uint64
+	Pos int64
+}
+
+// After reports whether c is further along the stream than d.
+func (c StreamCursor) After(d StreamCursor) bool {
+	return c.Tx > d.Tx || c.Tx == d.Tx && c.Pos > d.Pos
+}
+
+// StreamedEvent is an event read from the stream, with its place.
+type StreamedEvent struct {
+	Event  *Event
+	Cursor StreamCursor
+}
+
+// RedeliveryFilter selects the deliveries POST /v1/events/redeliver sends
+// again: those of the merchant's events in Mode of Type (any when empty),
+// created in [From, To), in DeliveryStatus (any when empty), to EndpointID
+// (any URL when empty), never to a deleted endpoint.
+type RedeliveryFilter struct {
+	EventFilter
+	EndpointID string
+}
+
 // URLChecker checks a webhook URL against the URL rules (HTTPS, no
 // private or internal targets). It returns validation_error naming the
 // rule.
@@ -173,12 +202,28 @@ type WebhookStore interface {
 	// nobody holds, and holds them until now+lease: several processes may
 	// claim at once, each delivery goes to one.
 	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]*Delivery, error)
-	// RecordAttempt stores an attempt and the delivery's new state, and
-	// releases the hold, in one transaction.
+	// RecordAttempt stores an attempt and the delivery's new state,
+	// releases the hold, and counts the attempt in the stat counters
+	// (AttemptStat), in one transaction.
 	RecordAttempt(ctx context.Context, d *Delivery, a *Attempt) error
 	// CallbackSecret returns the merchant's secret for callback_url
 	// deliveries in a mode, creating it (with fresh) on first use.
 	CallbackSecret(ctx context.Context, merchantID string, mode Mode, fresh string) (string, error)
+	// ListenSecret returns the merchant's secret for `xaalis listen` in a
+	// mode, creating it (with fresh) on first use.
+	ListenSecret(ctx context.Context, merchantID string, mode Mode, fresh string) (string, error)
+
+	// StreamHead is the stream's place now for the merchant's events in a
+	// mode: the events read after it are the ones that commit from now on,
+	// and those listed in skip, which committed already.
+	StreamHead(ctx context.Context, merchantID string, mode Mode) (head StreamCursor, skip []string, err error)
+	// StreamCursorOf returns one of the merchant's events and its place in
+	// the stream; not_found.
+	StreamCursorOf(ctx context.Context, merchantID, eventID string) (*Event, StreamCursor, error)
+	// StreamEvents returns up to limit of the merchant's events in a mode
+	// after a cursor, in stream order. An event that commits later never
+	// has a place before the last one returned.
+	StreamEvents(ctx context.Context, merchantID string, mode Mode, after StreamCursor, limit int) ([]StreamedEvent, error)
 }
 
 // WebhookTx is the part of Tx webhooks need.
@@ -190,4 +235,9 @@ type WebhookTx interface {
 	// transaction.
 	ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode Mode) ([]*WebhookEndpoint, error)
 	InsertDelivery(ctx context.Context, d *Delivery) error
+	// RedeliveryTargets counts the events that have a delivery matching f
+	// and, when there are at most max, returns one delivery per event and
+	// URL (endpoint or callback_url) among those, oldest event first: the
+	// events and URLs to send again.
+	RedeliveryTargets(ctx context.Context, f RedeliveryFilter, max int) (events int, targets []*Delivery, err error)
 }

@@ -53,6 +53,9 @@ func (a *App) emit(ctx context.Context, tx Tx, ev *Event, callbackURL string) er
 		if err := tx.InsertDelivery(ctx, d); err != nil {
 			return fmt.Errorf("insert delivery: %w", err)
 		}
+		// The dispatcher starts on it once this commits, not at its
+		// next poll.
+		tx.Wake(WakeDeliveries)
 		return nil
 	}
 	for _, w := range eps {
@@ -124,7 +127,7 @@ func (a *App) CreateWebhookEndpoint(ctx context.Context, p *Principal, in Webhoo
 	now := a.now()
 	w := &WebhookEndpoint{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), URL: url, Description: desc,
 		Events: events, Format: format, Secret: NewWebhookSecret(), CreatedAt: now, UpdatedAt: now}
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		list, err := tx.ActiveWebhookEndpoints(ctx, w.MerchantID, w.Mode)
 		if err != nil {
 			return err
@@ -193,7 +196,7 @@ func (a *App) RotateWebhookSecret(ctx context.Context, p *Principal, id string, 
 
 func (a *App) updateEndpoint(ctx context.Context, p *Principal, id string, change func(*WebhookEndpoint, time.Time)) (*WebhookEndpoint, error) {
 	var out *WebhookEndpoint
-	err := a.Store.Update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		w, err := tx.WebhookEndpointForUpdate(ctx, p.Merchant.ID, id)
 		if err != nil {
 			return err
@@ -308,6 +311,11 @@ func (a *App) EventDetail(ctx context.Context, p *Principal, id string) (*EventV
 	if e.Mode != p.Mode() {
 		return nil, E(ELivemodeMismatch)
 	}
+	return a.eventDetail(ctx, e)
+}
+
+// eventDetail reads an event's deliveries and their attempts.
+func (a *App) eventDetail(ctx context.Context, e *Event) (*EventView, error) {
 	ds, err := a.Store.Deliveries(ctx, e.ID)
 	if err != nil {
 		return nil, fmt.Errorf("deliveries: %w", err)
@@ -335,13 +343,27 @@ func (a *App) Redeliver(ctx context.Context, p *Principal, id string) (*EventVie
 	if e.Mode != p.Mode() {
 		return nil, E(ELivemodeMismatch)
 	}
-	old, err := a.Store.Deliveries(ctx, e.ID)
+	if err := a.redeliver(ctx, e, false); err != nil {
+		return nil, err
+	}
+	v, err := a.EventDetail(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
+	return v, RunCommitHookStandalone(ctx, a, v)
+}
+
+// redeliver writes the new deliveries of an event in one transaction,
+// with the operator's audit entry when audited.
+func (a *App) redeliver(ctx context.Context, e *Event, audited bool) error {
+	old, err := a.Store.Deliveries(ctx, e.ID)
+	if err != nil {
+		return err
+	}
 	now := a.now()
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	return a.update(ctx, func(tx Tx) error {
 		seen := map[string]bool{}
+		var added []string
 		for _, d := range old {
 			key := d.EndpointID + " " + d.URL
 			if seen[key] {
@@ -353,6 +375,7 @@ func (a *App) Redeliver(ctx context.Context, p *Principal, id string) (*EventVie
 			if err := tx.InsertDelivery(ctx, nd); err != nil {
 				return err
 			}
+			added = append(added, nd.ID)
 		}
 		if len(old) == 0 {
 			eps, err := tx.ActiveWebhookEndpoints(ctx, e.MerchantID, e.Mode)
@@ -363,22 +386,20 @@ func (a *App) Redeliver(ctx context.Context, p *Principal, id string) (*EventVie
 				if !w.Subscribed(e.Type) {
 					continue
 				}
-				if err := tx.InsertDelivery(ctx, &Delivery{ID: a.NewID(), EventID: e.ID, MerchantID: e.MerchantID, Mode: e.Mode,
-					EndpointID: w.ID, URL: w.URL, Format: w.Format, Status: DeliveryPending, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now}); err != nil {
+				nd := &Delivery{ID: a.NewID(), EventID: e.ID, MerchantID: e.MerchantID, Mode: e.Mode,
+					EndpointID: w.ID, URL: w.URL, Format: w.Format, Status: DeliveryPending, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now}
+				if err := tx.InsertDelivery(ctx, nd); err != nil {
 					return err
 				}
+				added = append(added, nd.ID)
 			}
 		}
-		return nil
+		if !audited {
+			return nil
+		}
+		return a.audit(ctx, tx, "event.redeliver", "event", e.ID, nil,
+			map[string]any{"id": e.ID, "type": e.Type, "merchant_id": e.MerchantID, "deliveries": append([]string{}, added...)})
 	})
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.EventDetail(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	return v, RunCommitHookStandalone(ctx, a, v)
 }
 
 // SendTestEvent writes a webhook.test event delivered, signed like any
@@ -402,7 +423,7 @@ func (a *App) SendTestEvent(ctx context.Context, p *Principal, endpointID string
 		"merchant_ref": "test", "message": "A test event from Xaalis.", "livemode": p.Mode().Live(), "created_at": Timestamp(now)})
 	ev := &Event{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), Type: EventWebhookTest, ObjectType: "webhook_test",
 		ObjectID: a.NewID(), Data: data, CreatedAt: now}
-	err = a.Store.Update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		if err := tx.InsertEvent(ctx, ev); err != nil {
 			return err
 		}
@@ -435,7 +456,7 @@ func (a *App) SendTestEvent(ctx context.Context, p *Principal, endpointID string
 // transaction of its own, for commands whose writes came before the answer
 // was known (the answer shows state read after the commit).
 func RunCommitHookStandalone(ctx context.Context, a *App, result any) error {
-	return a.Store.Update(ctx, func(tx Tx) error { return RunCommitHook(ctx, tx, result) })
+	return a.update(ctx, func(tx Tx) error { return RunCommitHook(ctx, tx, result) })
 }
 
 // CallbackSecret returns the whsec_ secret that signs the deliveries to

@@ -2,6 +2,7 @@ package xaalis_test
 
 import (
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -278,6 +279,58 @@ func TestRandomString(t *testing.T) {
 			if !strings.ContainsRune(alphabet, c) {
 				t.Fatalf("%q: %q outside the alphabet", alphabet, c)
 			}
+		}
+	}
+}
+
+// TestRouteCredentials: the embedded configuration carries no secret, so
+// no live route is usable until credentials are configured; the
+// emulator's published credentials are taken on loopback base URLs only.
+func TestRouteCredentials(t *testing.T) {
+	if strings.Contains(string(xaalis.DefaultConfigJSON()), "emulator-") || strings.Contains(string(xaalis.DefaultConfigJSON()), "secret\": \"") {
+		t.Fatal("the embedded configuration carries credentials")
+	}
+	def, err := xaalis.ParseConfig(xaalis.DefaultConfigJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range def.Providers {
+		if p.LiveReady() || len(p.Unavailable) == 0 {
+			t.Fatalf("%s: routes %v usable on the embedded configuration", name, p.Routes)
+		}
+	}
+	cfg := func(base, key, secret string) *xaalis.Config {
+		t.Helper()
+		b := fmt.Sprintf(`{"providers":{"channel_a":{"enabled":true,"countries":["SN"],"payments":true,"next_action":"redirect",
+			"routes":[{"name":"direct","base_url":%q,"api_key":%q,"notify_secret":%q}]}}}`, base, key, secret)
+		c, err := xaalis.ParseConfig([]byte(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		base, key, secret string
+		usable            bool
+		reason            string
+	}{
+		{"https://api.channel-a.example", "live-key", "live-secret", true, ""},
+		{"https://api.channel-a.example", "", "live-secret", false, "no api_key"},
+		{"https://api.channel-a.example", "live-key", "", false, "no notify_secret"},
+		{"https://api.channel-a.example", "", "", false, "no credentials"},
+		{"https://api.channel-a.example", "live-key", xaalis.EmulatorNotifySecret("channel_a"), false, "emulator"},
+		{"http://10.0.0.5:9090/channel_a", xaalis.EmulatorAPIKey("channel_a"), xaalis.EmulatorNotifySecret("channel_a"), false, "emulator"},
+		{"http://127.0.0.1:9090/channel_a", xaalis.EmulatorAPIKey("channel_a"), xaalis.EmulatorNotifySecret("channel_a"), true, ""},
+		{"http://localhost:9090/channel_a", xaalis.EmulatorAPIKey("channel_a"), xaalis.EmulatorNotifySecret("channel_a"), true, ""},
+		{"http://[::1]:9090/channel_a", xaalis.EmulatorAPIKey("channel_a"), xaalis.EmulatorNotifySecret("channel_a"), true, ""},
+		{"http://127.0.0.1.nip.io:9090/channel_a", xaalis.EmulatorAPIKey("channel_a"), xaalis.EmulatorNotifySecret("channel_a"), false, "emulator"},
+	} {
+		p := cfg(c.base, c.key, c.secret).Providers["channel_a"]
+		if p.LiveReady() != c.usable {
+			t.Errorf("%+v: usable %v", c, p.LiveReady())
+		}
+		if !c.usable && (len(p.Unavailable) != 1 || !strings.Contains(p.Unavailable[0].Reason, c.reason)) {
+			t.Errorf("%+v: unavailable %+v", c, p.Unavailable)
 		}
 	}
 }

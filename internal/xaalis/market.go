@@ -1,5 +1,10 @@
 package xaalis
 
+// The marketplace records: disputes, split items, subscriptions and
+// customers' filter, and the part of the Store they need (MarketStore,
+// MarketTx), implemented in internal/sqlite/market.go and
+// internal/postgres/market.go.
+
 import (
 	"context"
 	"time"

@@ -1,0 +1,64 @@
+package metrics_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xaalis/xaalis/internal/metrics"
+	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/sqlite"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// TestCollectorDatabaseDown: when the database cannot be read, a scrape
+// reports the error and still carries the process's series.
+func TestCollectorDatabaseDown(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := xaalis.NewApp(s)
+	cfg, err := provider.EmulatorConfig(provider.DefaultEmulatorBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.Config = cfg
+	app.Gateway = provider.New(cfg, provider.Options{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&metrics.Collector{App: app})
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("healthy database: %v", err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"xaalis_provider_route_up", "xaalis_webhook_pending_deliveries", "xaalis_jobs_lag_seconds",
+		"xaalis_idempotency_replays_total", "xaalis_webhook_deliveries_total"} {
+		if !names[n] {
+			t.Errorf("no %s on a fresh database", n)
+		}
+	}
+	if names["xaalis_ledger_check_problems"] {
+		t.Error("xaalis_ledger_check_problems before any check")
+	}
+
+	s.Close()
+	mfs, err = reg.Gather()
+	if err == nil || !strings.Contains(err.Error(), "xaalis_payments_total") {
+		t.Fatalf("closed database: %v", err)
+	}
+	found := false
+	for _, mf := range mfs {
+		found = found || mf.GetName() == "xaalis_provider_route_up"
+	}
+	if !found {
+		t.Error("the process's series are lost with the database")
+	}
+}

@@ -1,0 +1,71 @@
+package postgres
+
+import (
+	"context"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+// ExecRaw runs a statement on the pool, for the conformance suite's checks
+// of guarantees the database itself keeps (storetest.Raw).
+func (s *Store) ExecRaw(ctx context.Context, stmt string) error {
+	_, err := s.pool.Exec(ctx, stmt)
+	return err
+}
+
+// DumpRaw returns the text of every row of every table of the store's
+// schema (storetest.Dumper); bytea columns come out in hex.
+func (s *Store) DumpRaw(ctx context.Context) ([]byte, error) {
+	rows, err := s.pool.Query(ctx, `SELECT quote_ident(table_name) FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+	if err != nil {
+		return nil, err
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	var out []byte
+	for _, t := range tables {
+		var text *string
+		if err := s.pool.QueryRow(ctx, `SELECT string_agg(r::text, E'\n') FROM `+t+` AS r`).Scan(&text); err != nil {
+			return nil, err
+		}
+		if text != nil {
+			out = append(out, *text...)
+			out = append(out, '\n')
+		}
+	}
+	return out, nil
+}
+
+// MigrateTo applies the migrations up to version to the schema of url, so
+// that a test can leave data as an older release did before the next
+// migration runs.
+func MigrateTo(ctx context.Context, url string, version int64) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	sub, err := fs.Sub(migrations, "migration")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}

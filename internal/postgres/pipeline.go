@@ -1,0 +1,383 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A write transaction's round trips, and how long it holds hot rows.
+//
+// Every payment of a merchant adds to the same few rows: its balance,
+// the provider's and the platform's, the day's volume counters, the
+// idempotency quota of the hour. A row updated early in a transaction
+// stays locked until its COMMIT, so the payments of one merchant would
+// take turns for the whole of each other's transactions. The updates of
+// those rows are therefore queued (later) and sent at the end, with the
+// COMMIT, in one round trip: a hot row is then locked for about the
+// commit's own fsync. The same pipelining sends BEGIN with the
+// transaction's first statement, and anything queued with the next
+// statement that needs an answer.
+
+// queued is a statement sent later, in order, with the next one. Nothing
+// reads its answer but its error: a statement whose result must stop the
+// transaction raises (xaalis_raise), since the COMMIT may follow it in
+// the same round trip.
+type queued struct {
+	sql  string
+	args []any
+	// op names the statement in errors.
+	op string
+}
+
+// txConn is a write transaction on one connection of the pool. It offers
+// what pgx.Tx offers the store (Exec, QueryRow, Query, SendBatch), sending
+// BEGIN and the queued statements ahead of each in the same round trip.
+type txConn struct {
+	c      *pgxpool.Conn
+	begun  bool
+	queued []queued
+	// The hot rows' changes, written at COMMIT (hot): the idempotency
+	// quota's count, the volume and stat counters, and the balance
+	// changes of entries whose debits need no check, summed per account
+	// (ledger.go).
+	quota    *queued
+	volumes  map[volumeKey]int64
+	stats    map[statRow]statSum
+	deltas   map[balanceKey]int64
+	deltasAt time.Time
+	// shard is the shard of the split hot rows (migration 00013) this
+	// transaction adds to.
+	shard int16
+}
+
+// hotShards is how many shards a split hot row has: transactions that add
+// to one row at once mostly add to different shards, and PostgreSQL
+// flushes their commits together.
+const hotShards = 16
+
+// later queues a statement whose answer nothing waits for: it goes with
+// the next statement sent, or with the COMMIT.
+func (t *txConn) later(op, sql string, args ...any) {
+	t.queued = append(t.queued, queued{sql: sql, args: args, op: op})
+}
+
+// prefix moves BEGIN (if not sent yet) and the queued statements into b,
+// and returns how many results of b are theirs.
+func (t *txConn) prefix(b *pgx.Batch) (n int, q []queued) {
+	if !t.begun {
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+		n++
+		t.begun = true
+	}
+	q, t.queued = t.queued, nil
+	for _, s := range q {
+		b.Queue(s.sql, s.args...)
+	}
+	return n + len(q), q
+}
+
+// readPrefix reads the results of what prefix queued, and returns the
+// first error.
+func readPrefix(br pgx.BatchResults, begin bool, q []queued) error {
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+	}
+	for _, s := range q {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", s.op, err)
+		}
+	}
+	return nil
+}
+
+// pending reports whether a statement must go ahead of the next one.
+func (t *txConn) pending() bool { return !t.begun || len(t.queued) > 0 }
+
+func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if !t.pending() {
+		return t.c.Exec(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	begin := !t.begun
+	_, q := t.prefix(b)
+	b.Queue(sql, args...)
+	br := t.c.SendBatch(ctx, b)
+	err := readPrefix(br, begin, q)
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (t *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !t.pending() {
+		return t.c.QueryRow(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	begin := !t.begun
+	_, q := t.prefix(b)
+	b.Queue(sql, args...)
+	br := t.c.SendBatch(ctx, b)
+	if err := readPrefix(br, begin, q); err != nil {
+		br.Close()
+		return errRow{err}
+	}
+	return batchRow{row: br.QueryRow(), br: br}
+}
+
+func (t *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !t.pending() {
+		return t.c.Query(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	begin := !t.begun
+	_, q := t.prefix(b)
+	b.Queue(sql, args...)
+	br := t.c.SendBatch(ctx, b)
+	if err := readPrefix(br, begin, q); err != nil {
+		br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return batchRows{Rows: rows, br: br}, nil
+}
+
+// SendBatch sends b after BEGIN and the queued statements; the caller
+// reads b's own results, as from pgx.
+func (t *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if !t.pending() {
+		return t.c.SendBatch(ctx, b)
+	}
+	all := &pgx.Batch{}
+	begin := !t.begun
+	_, q := t.prefix(all)
+	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+	br := t.c.SendBatch(ctx, all)
+	if err := readPrefix(br, begin, q); err != nil {
+		br.Close()
+		return errBatch{err}
+	}
+	return br
+}
+
+// commit sends the queued statements, then tail (statements that must
+// come last: the notification), then COMMIT, in one round trip. A
+// transaction that sent nothing commits nothing.
+func (t *txConn) commit(ctx context.Context, tail ...queued) error {
+	t.queued = append(append(t.queued, t.hot()...), tail...)
+	if !t.begun && len(t.queued) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	begin := !t.begun
+	_, q := t.prefix(b)
+	b.Queue(`COMMIT`)
+	br := t.c.SendBatch(ctx, b)
+	err := readPrefix(br, begin, q)
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			// PostgreSQL answers COMMIT in a failed transaction with ROLLBACK.
+			err = errors.New("the transaction was rolled back")
+		}
+		if err != nil {
+			err = fmt.Errorf("commit: %w", err)
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("commit: %w", cerr)
+	}
+	return err
+}
+
+// rollback ends a transaction that failed. When it cannot, the connection
+// is closed rather than returned to the pool in a transaction.
+func (t *txConn) rollback(ctx context.Context) {
+	t.queued, t.quota, t.volumes, t.stats, t.deltas = nil, nil, nil, nil, nil
+	if !t.begun || t.c.Conn().PgConn().TxStatus() == 'I' {
+		return // nothing began, or it ended (a COMMIT that failed rolls back)
+	}
+	t.begun = false
+	if _, err := t.c.Exec(context.WithoutCancel(ctx), `ROLLBACK`); err != nil {
+		_ = t.c.Conn().Close(context.WithoutCancel(ctx))
+	}
+}
+
+// errRow is a row whose query failed before it ran.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// batchRow is the last result of a batch; reading it ends the batch.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil && cerr != nil && !errors.Is(cerr, pgx.ErrNoRows) {
+		err = cerr
+	}
+	return err
+}
+
+// batchRows are the last result of a batch; closing them ends the batch.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r batchRows) Close() {
+	r.Rows.Close()
+	_ = r.br.Close()
+}
+
+// errBatch answers err for every result.
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
+
+// balanceKey is one account's balance in one currency.
+type balanceKey struct{ account, currency string }
+
+// sortedKeys returns the keys of m in (account, currency) order: every
+// transaction locks balance rows in that order.
+func sortedKeys(m map[balanceKey]int64) []balanceKey {
+	keys := make([]balanceKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].account != keys[j].account {
+			return keys[i].account < keys[j].account
+		}
+		return keys[i].currency < keys[j].currency
+	})
+	return keys
+}
+
+// The hot rows a transaction adds to, summed and written at its COMMIT in
+// one fixed order (quota, volume counters, stat counters, balances), so
+// that two transactions never wait for each other's rows in opposite
+// orders.
+
+type volumeKey struct {
+	scope string
+	day   int64
+}
+
+type statRow struct {
+	day         int64
+	metric, key string
+	shard       int
+}
+
+type statSum struct{ count, amount int64 }
+
+// addVolume adds delta to a volume counter at commit.
+func (t *txConn) addVolume(scope string, day, delta int64) {
+	if t.volumes == nil {
+		t.volumes = map[volumeKey]int64{}
+	}
+	t.volumes[volumeKey{scope, day}] += delta
+}
+
+// addStat adds to a stat counter at commit.
+func (t *txConn) addStat(r statRow, count, amount int64) {
+	if t.stats == nil {
+		t.stats = map[statRow]statSum{}
+	}
+	s := t.stats[r]
+	s.count += count
+	s.amount += amount
+	t.stats[r] = s
+}
+
+// hot returns the statements that write the summed hot rows, in the
+// fixed order, and forgets the sums.
+func (t *txConn) hot() []queued {
+	var out []queued
+	if t.quota != nil {
+		out = append(out, *t.quota)
+		t.quota = nil
+	}
+	if len(t.volumes) > 0 {
+		keys := make([]volumeKey, 0, len(t.volumes))
+		for k := range t.volumes {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			if keys[i].scope != keys[j].scope {
+				return keys[i].scope < keys[j].scope
+			}
+			return keys[i].day < keys[j].day
+		})
+		scopes, days, amounts := make([]string, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+		for i, k := range keys {
+			scopes[i], days[i], amounts[i] = k.scope, k.day, t.volumes[k]
+		}
+		out = append(out, queued{op: "add volume", sql: `INSERT INTO volume_counters (scope, day, shard, amount)
+			SELECT s, d, $4, a FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS u (s, d, a, n) ORDER BY u.n
+			ON CONFLICT (scope, day, shard) DO UPDATE SET amount = volume_counters.amount + excluded.amount`,
+			args: []any{scopes, days, amounts, t.shard}})
+		t.volumes = nil
+	}
+	if len(t.stats) > 0 {
+		keys := make([]statRow, 0, len(t.stats))
+		for k := range t.stats {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			a, b := keys[i], keys[j]
+			switch {
+			case a.day != b.day:
+				return a.day < b.day
+			case a.metric != b.metric:
+				return a.metric < b.metric
+			case a.key != b.key:
+				return a.key < b.key
+			}
+			return a.shard < b.shard
+		})
+		n := len(keys)
+		days, metrics, ks, shards, counts, amounts := make([]int64, n), make([]string, n), make([]string, n), make([]int32, n),
+			make([]int64, n), make([]int64, n)
+		for i, k := range keys {
+			s := t.stats[k]
+			days[i], metrics[i], ks[i], shards[i], counts[i], amounts[i] = k.day, k.metric, k.key, int32(k.shard), s.count, s.amount
+		}
+		out = append(out, queued{op: "add stats", sql: `INSERT INTO stat_counters (day, metric, key, shard, count, amount)
+			SELECT d, m, k, s, c, a FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[])
+				WITH ORDINALITY AS u (d, m, k, s, c, a, n) ORDER BY u.n
+			ON CONFLICT (day, metric, key, shard)
+			DO UPDATE SET count = stat_counters.count + excluded.count, amount = stat_counters.amount + excluded.amount`,
+			args: []any{days, metrics, ks, shards, counts, amounts}})
+		t.stats = nil
+	}
+	if q := t.balanceUpsert(); q != nil {
+		out = append(out, *q)
+	}
+	return out
+}

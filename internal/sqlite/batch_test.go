@@ -1,0 +1,211 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// TestBatchFailingCommand holds the writer while four commands queue, so
+// that they run in one batch: the ones that succeed commit, a constraint
+// violation and a refusal each get their own error, and nothing of theirs
+// (rows, counter deltas) is kept.
+func TestBatchFailingCommand(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	if err := s.Update(ctx, func(xtx xaalis.Tx) error {
+		_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES ('taken', x'01')`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The writer runs a raw job that waits for release.
+	held, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.w.direct(ctx, func(querier) error { close(held); <-release; return nil })
+	}()
+	<-held
+	batches := s.w.batches.Load()
+
+	day := xaalis.VolumeDay(time.Now())
+	put := func(name string) func(xaalis.Tx) error {
+		return func(xtx xaalis.Tx) error {
+			if err := xtx.AddStats(ctx, day, 0, xaalis.StatDelta{Metric: "test", Key: name, Count: 1}); err != nil {
+				return err
+			}
+			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, x'01')`, name)
+			return err
+		}
+	}
+	refused := xaalis.E(xaalis.EInsufficientBalance)
+	cmds := []struct {
+		name string
+		fn   func(xaalis.Tx) error
+	}{
+		{"first", put("first")},
+		// The INSERT breaks the primary key, after the command added to a
+		// counter.
+		{"constraint", put("taken")},
+		{"refused", func(xtx xaalis.Tx) error {
+			if err := put("refused")(xtx); err != nil {
+				return err
+			}
+			return refused
+		}},
+		{"last", put("last")},
+	}
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for i, c := range cmds {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.Update(ctx, c.fn) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.w.queue) < len(cmds); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands queued, want %d", len(s.w.queue), len(cmds))
+		}
+	}
+	close(release)
+	wg.Wait()
+
+	if got := s.w.batches.Load() - batches; got != 1 {
+		t.Fatalf("the commands took %d transactions, want 1 batch", got)
+	}
+	if errs[0] != nil || errs[3] != nil {
+		t.Fatalf("succeeding commands failed: %v, %v", errs[0], errs[3])
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "UNIQUE") {
+		t.Fatalf("constraint violation: got %v", errs[1])
+	}
+	if !errors.Is(errs[2], refused) && errs[2] != error(refused) {
+		t.Fatalf("refusal: got %v, want its own error", errs[2])
+	}
+	var names []string
+	rows, err := s.readDB.QueryContext(ctx, `SELECT name FROM settings WHERE name IN ('first', 'refused', 'last') ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if strings.Join(names, ",") != "first,last" {
+		t.Fatalf("rows kept: %v, want first and last", names)
+	}
+	totals, err := s.StatTotals(ctx, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := map[string]int64{}
+	for _, st := range totals {
+		if st.Metric == "test" {
+			counted[st.Key] = st.Count
+		}
+	}
+	if len(counted) != 2 || counted["first"] != 1 || counted["last"] != 1 {
+		t.Fatalf("counters: %v, want first and last once each", counted)
+	}
+}
+
+// TestCheckpointer: the writer never checkpoints (wal_autocheckpoint is
+// 0); the checkpointer copies the WAL's frames into the database file
+// within a pass or two.
+func TestCheckpointer(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 50 {
+		if err := s.Update(ctx, func(xtx xaalis.Tx) error {
+			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, randomblob(3000))`, "row"+string(rune('A'+i)))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * checkpointEvery); s.ckpt.copied.Load() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no frame checkpointed")
+		}
+	}
+}
+
+// TestWALBounded: under writes and a steady flow of reads, the WAL never
+// starts over on its own (some reader is always inside it); the
+// checkpointer must empty it past walLimit, or the file grows until the
+// disk is full.
+func TestWALBounded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// A lower limit, so that the race detector's slower writes reach it.
+	const limit = 4 << 20
+	s.ckpt.limit.Store(limit)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := s.Update(ctx, func(xtx xaalis.Tx) error {
+					_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT OR REPLACE INTO settings (name, value) VALUES (?, randomblob(3000))`, fmt.Sprintf("row-%d-%d", w, i%50))
+					return err
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+				var n int
+				if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM settings`).Scan(&n); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var most int64
+	deadline := time.Now().Add(15 * time.Second)
+	for s.ckpt.truncated.Load() < 2 && time.Now().Before(deadline) && !t.Failed() {
+		time.Sleep(20 * time.Millisecond)
+		if fi, err := os.Stat(path + "-wal"); err == nil {
+			most = max(most, fi.Size())
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := s.ckpt.truncated.Load(); n < 2 {
+		t.Errorf("the WAL was emptied %d times in 15 s of load (largest %d MiB)", n, most>>20)
+	}
+	if most > 3*limit {
+		t.Errorf("the WAL reached %d MiB, past 3 × the %d MiB limit", most>>20, limit>>20)
+	}
+	t.Logf("largest WAL %d MiB", most>>20)
+}

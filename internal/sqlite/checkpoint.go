@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The checkpointer copies the WAL's pages into the database file from a
+// connection of its own, so that the writer never does it inside a
+// batch. A PASSIVE checkpoint takes no lock the writer needs: commits go
+// on appending to the WAL while it runs, and the writer starts the WAL
+// over once a checkpoint has caught up with it and no reader still needs
+// its frames.
+
+// checkpointEvery is how often the checkpointer copies what the WAL
+// gained since its last pass: about one fsync of the database file a
+// second under load, and a WAL of about a second's commits.
+const checkpointEvery = time.Second
+
+// walLimit bounds the WAL file. A PASSIVE checkpoint copies frames but
+// the WAL only starts over when the writer begins a transaction while no
+// reader is inside the WAL: under a steady flow of reads that moment never
+// comes and the file grows without end (hundreds of MiB a minute under
+// load, until the disk is full). Past walLimit the checkpointer has the
+// writer run a TRUNCATE checkpoint between two batches: it waits for the
+// readers of the moment (milliseconds: new readers then read the database
+// file), empties the WAL and gives its space back.
+const walLimit = 64 << 20
+
+// walPoll is how often the checkpointer looks at the WAL's size: one
+// stat. A WAL that grew by walLimit/4 since the last pass is copied at
+// once rather than at the next second, so that the writer can start it
+// over (a create-payment writes about 80 KiB of frames: a WAL grows by
+// 100 MiB and more a second at full load).
+const walPoll = 100 * time.Millisecond
+
+type checkpointer struct {
+	db   *sql.DB
+	wal  string
+	stop chan struct{}
+	done chan struct{}
+	// truncate runs a TRUNCATE checkpoint on the writer's connection.
+	truncate func() error
+	// limit is walLimit; the tests lower it.
+	limit atomic.Int64
+	// copied is the frames the passes copied, truncated the TRUNCATE
+	// checkpoints that succeeded: for the tests.
+	copied, truncated atomic.Int64
+	closed            sync.Once
+}
+
+func newCheckpointer(path string, truncate func() error) (*checkpointer, error) {
+	q := "file:" + URIPath(path) + "?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
+	db, err := sql.Open("sqlite", q)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint connection: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	c := &checkpointer{db: db, wal: path + "-wal", stop: make(chan struct{}), done: make(chan struct{}), truncate: truncate}
+	c.limit.Store(walLimit)
+	go c.run()
+	return c, nil
+}
+
+func (c *checkpointer) run() {
+	defer close(c.done)
+	t := time.NewTicker(walPoll)
+	defer t.Stop()
+	var last os.FileInfo
+	var lastPass time.Time
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		fi, err := os.Stat(c.wal)
+		if err != nil {
+			continue
+		}
+		limit := c.limit.Load()
+		if fi.Size() > limit {
+			// A failure (the disk full, a reader that holds on) is
+			// tried again at the next poll.
+			if c.truncate() == nil {
+				c.truncated.Add(1)
+				last = nil
+			}
+			continue
+		}
+		// Nothing committed since the last pass: nothing to copy.
+		if last != nil && fi.ModTime().Equal(last.ModTime()) && fi.Size() == last.Size() {
+			continue
+		}
+		if time.Since(lastPass) < checkpointEvery && (last == nil || fi.Size() < last.Size()+limit/4) {
+			continue
+		}
+		lastPass = time.Now()
+		if _, copied, err := c.checkpoint(); err == nil {
+			last = fi
+			c.copied.Add(int64(copied))
+		}
+	}
+}
+
+// checkpoint runs one PASSIVE checkpoint and reports the WAL's frames and
+// those copied into the database.
+func (c *checkpointer) checkpoint() (log, copied int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var busy int
+	err = c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied)
+	return log, copied, err
+}
+
+// close stops the checkpointer; a store may be closed twice.
+func (c *checkpointer) close() {
+	c.closed.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.db.Close()
+	})
+}

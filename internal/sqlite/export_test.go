@@ -1,0 +1,79 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"os"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// ExecRaw runs a statement in a write transaction, for the conformance
+// suite's checks of guarantees the database itself keeps (storetest.Raw).
+func (s *Store) ExecRaw(ctx context.Context, stmt string) error {
+	return s.Update(ctx, func(tx xaalis.Tx) error {
+		_, err := tx.(*Tx).tx.ExecContext(ctx, stmt)
+		return err
+	})
+}
+
+// DumpRaw returns the bytes of the database file and its write-ahead log
+// (storetest.Dumper), after a checkpoint has written the log back.
+func (s *Store) DumpRaw(ctx context.Context) ([]byte, error) {
+	var path string
+	if err := s.read.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
+		return nil, err
+	}
+	var out []byte
+	for _, p := range []string{path, path + "-wal"} {
+		b, err := os.ReadFile(p)
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// MigrateTo applies the migrations up to version to the database at path,
+// so that a test can leave data as an older release did before the next
+// migration runs.
+func MigrateTo(ctx context.Context, path string, version int64) error {
+	db, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	sub, err := fs.Sub(migrations, "migration")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}
+
+// PageCount is the database's size in pages.
+func (s *Store) PageCount(t testing.TB) int {
+	var n int
+	if err := s.read.QueryRowContext(context.Background(), `PRAGMA page_count`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// IntegrityCheck runs PRAGMA integrity_check.
+func (s *Store) IntegrityCheck(t testing.TB) string {
+	var out string
+	if err := s.read.QueryRowContext(context.Background(), `PRAGMA integrity_check`).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,407 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// Group commit. SQLite has one writer at a time and each COMMIT in
+// synchronous=FULL waits for an fsync. So one goroutine owns the writer
+// connection and runs every write transaction of the store: it takes all
+// the commands queued while the previous batch was committing, runs each
+// in a SAVEPOINT of one transaction (a command that fails rolls back to
+// its savepoint and no further), and commits them together: one fsync for
+// the batch. No answer leaves before its batch is durable; a failed COMMIT
+// fails every command of the batch. A batch closes when the queue is empty
+// or at maxBatch commands; no timer waits for more, so a lone command
+// commits at once.
+
+const (
+	// maxBatch bounds one transaction: a long batch delays its first
+	// command's answer.
+	maxBatch = 256
+	// queueSize bounds the commands waiting for the writer; past it Update
+	// answers service_unavailable rather than let latency grow unbounded.
+	queueSize = 4096
+)
+
+// job is one command waiting for the writer.
+type job struct {
+	ctx context.Context
+	fn  func(xaalis.Tx) error
+	// raw, instead of fn: runs on the writer connection between batches,
+	// outside any transaction (connection pragmas, checkpoints).
+	raw  func(querier) error
+	err  error
+	done chan struct{}
+}
+
+var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
+
+// writer owns the writer connection. It drives transactions with plain
+// BEGIN IMMEDIATE / COMMIT on one *sql.Conn, so that the statements it
+// prepares once stay bound to that connection and run without a
+// re-preparation per transaction.
+type writer struct {
+	conn  *sql.Conn
+	stmts *stmtCache
+	queue chan *job
+	stop  chan struct{}
+	exit  chan struct{}
+	// onCommit runs after each durable commit with the wake-ups the
+	// batch's commands asked for.
+	onCommit func(xaalis.Wakeup)
+	// box gives the commands' Tx the store's SecretBox.
+	box func() xaalis.SecretBox
+
+	closed atomic.Bool
+	// Figures for the benchmarks: batches committed and commands in them.
+	batches, commands atomic.Int64
+	// health is the last transaction's failure for want of disk or I/O,
+	// cleared by the next commit: the readiness probe reads it.
+	health writeHealth
+}
+
+func newWriter(ctx context.Context, db *sql.DB, onCommit func(xaalis.Wakeup), box func() xaalis.SecretBox) (*writer, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("writer connection: %w", err)
+	}
+	w := &writer{conn: conn, stmts: newStmtCache(conn), queue: make(chan *job, queueSize), stop: make(chan struct{}),
+		exit: make(chan struct{}), onCommit: onCommit, box: box}
+	go w.run()
+	return w, nil
+}
+
+// errClosed is the answer of a store that is closing.
+var errClosed = errors.New("sqlite: the store is closed")
+
+// do queues fn and waits for its batch to be durable.
+func (w *writer) do(ctx context.Context, fn func(xaalis.Tx) error) error {
+	if w.closed.Load() {
+		return unavailable(errClosed)
+	}
+	j := jobPool.Get().(*job)
+	j.ctx, j.fn, j.raw, j.err = ctx, fn, nil, nil
+	return w.wait(j)
+}
+
+// direct runs fn on the writer connection between batches, outside any
+// transaction: for what SQLite refuses inside one (a checkpoint) or what
+// sets the connection (pragmas).
+func (w *writer) direct(ctx context.Context, fn func(querier) error) error {
+	if w.closed.Load() {
+		return errClosed
+	}
+	j := jobPool.Get().(*job)
+	j.ctx, j.fn, j.raw, j.err = ctx, nil, fn, nil
+	return w.wait(j)
+}
+
+// wait queues j and waits for it to be done.
+func (w *writer) wait(j *job) error {
+	select {
+	case w.queue <- j:
+	default:
+		jobPool.Put(j)
+		e := xaalis.Errorf(xaalis.EServiceUnavailable, "The database has more writes queued than it takes; retry after Retry-After seconds.")
+		e.RetryAfter = time.Second
+		return e
+	}
+	<-j.done
+	err := j.err
+	j.ctx, j.fn, j.raw = nil, nil, nil
+	jobPool.Put(j)
+	return unavailable(err)
+}
+
+func (w *writer) close() {
+	if w.closed.Swap(true) {
+		return
+	}
+	close(w.stop)
+	<-w.exit
+	w.stmts.close()
+	w.conn.Close()
+}
+
+func (w *writer) run() {
+	defer close(w.exit)
+	batch := make([]*job, 0, maxBatch)
+	var next *job // a job taken while filling a batch it cannot join
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-w.queue:
+			case <-w.stop:
+				// Finish what was queued before the store closed.
+				for {
+					select {
+					case j := <-w.queue:
+						w.runAlone(j)
+					default:
+						return
+					}
+				}
+			}
+		}
+		if first.raw != nil {
+			w.runAlone(first)
+			continue
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case j := <-w.queue:
+				if j.raw != nil {
+					next = j
+					break fill
+				}
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// runAlone runs one job: a raw one on the connection, a command in a
+// transaction of its own.
+func (w *writer) runAlone(j *job) {
+	if j.raw == nil {
+		w.commit([]*job{j})
+		return
+	}
+	j.err = func() (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("panic on the writer connection: %v\n%s", v, debug.Stack())
+			}
+		}()
+		return j.raw(connq{c: w.stmts, detach: true})
+	}()
+	j.done <- struct{}{}
+}
+
+// commit runs a batch in one transaction and releases every answer once
+// it is durable (or failed).
+func (w *writer) commit(batch []*job) {
+	var wake xaalis.Wakeup
+	q := connq{c: w.stmts, detach: true}
+	box := w.box()
+	ctx := context.Background()
+	exec := func(stmt string) error {
+		_, err := q.ExecContext(ctx, stmt)
+		return err
+	}
+	// The stat counters of the batch's committed commands, written once:
+	// most commands add to the same few rows.
+	stats := statBatch{}
+	err := func() error {
+		if err := exec(`BEGIN IMMEDIATE`); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		one := len(batch) == 1
+		for _, j := range batch {
+			if err := j.ctx.Err(); err != nil {
+				j.err = err
+				continue
+			}
+			tx := &Tx{tx: q, box: box, stats: statBatch{}}
+			if one {
+				// A lone command is the transaction: no savepoint.
+				if j.err = runJob(j, tx); j.err != nil {
+					if _, bad := unavailableCode(j.err); bad {
+						w.health.set(j.err)
+					}
+					if err := exec(`ROLLBACK`); err != nil {
+						// SQLite already rolled back (a full disk may): the
+						// command's own error tells why.
+						return fmt.Errorf("rollback: %w", errors.Join(j.err, err))
+					}
+					return nil
+				}
+				wake |= tx.wake
+				stats.merge(tx.stats)
+				continue
+			}
+			if err := exec(`SAVEPOINT command`); err != nil {
+				return w.abort(fmt.Errorf("savepoint: %w", err))
+			}
+			if j.err = runJob(j, tx); j.err != nil {
+				if _, bad := unavailableCode(j.err); bad {
+					w.health.set(j.err)
+				}
+				if err := exec(`ROLLBACK TO command`); err != nil {
+					// SQLite rolled the whole transaction back (a full disk
+					// may): every command of the batch fails with the cause.
+					return w.abort(fmt.Errorf("rollback to savepoint: %w", errors.Join(j.err, err)))
+				}
+			} else {
+				wake |= tx.wake
+				stats.merge(tx.stats)
+			}
+			if err := exec(`RELEASE command`); err != nil {
+				return w.abort(fmt.Errorf("release savepoint: %w", err))
+			}
+		}
+		if err := stats.write(ctx, q); err != nil {
+			return w.abort(err)
+		}
+		if err := exec(`COMMIT`); err != nil {
+			return w.abort(fmt.Errorf("commit: %w", err))
+		}
+		w.health.set(nil)
+		w.batches.Add(1)
+		w.commands.Add(int64(len(batch)))
+		if wake != 0 && w.onCommit != nil {
+			w.onCommit(wake)
+		}
+		return nil
+	}()
+	if err != nil {
+		// Nothing of the batch is durable: every command fails with it,
+		// as service_unavailable (a retry with the same key runs again).
+		w.health.set(err)
+		failed := batchFailed(err)
+		for _, j := range batch {
+			j.err = failed
+		}
+	}
+	for _, j := range batch {
+		j.done <- struct{}{}
+	}
+}
+
+// abort rolls the open transaction back after err, if SQLite has not
+// already, and returns err.
+func (w *writer) abort(err error) error {
+	_, _ = w.conn.ExecContext(context.Background(), `ROLLBACK`)
+	return err
+}
+
+// runJob runs one command, turning a panic into its error so that one
+// command cannot stop the writer.
+func runJob(j *job, tx *Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic in a write transaction: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return j.fn(tx)
+}
+
+// preparer is a pool or a connection.
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// stmtCache keeps each statement prepared once: SQLite's parser costs more
+// than running most of our statements.
+type stmtCache struct {
+	db preparer
+	mu sync.RWMutex
+	m  map[string]*sql.Stmt
+}
+
+// maxCached bounds the cache: the store's statements are a fixed set, but
+// list queries are assembled from their filters.
+const maxCached = 1024
+
+func newStmtCache(db preparer) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
+
+// get returns the prepared statement of query, or nil when it cannot be
+// kept (the caller then runs the query unprepared).
+func (c *stmtCache) get(ctx context.Context, query string) *sql.Stmt {
+	c.mu.RLock()
+	st := c.m[query]
+	c.mu.RUnlock()
+	if st != nil {
+		return st
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st = c.m[query]; st != nil {
+		return st
+	}
+	if len(c.m) >= maxCached {
+		return nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil // the unprepared call reports the error
+	}
+	c.m[query] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = map[string]*sql.Stmt{}
+}
+
+// statements counts the statements every store of the process sends,
+// for the benchmarks.
+var statements atomic.Int64
+
+// connq runs queries through a cache's prepared statements: on the read
+// pool, or on the writer's connection inside its open transaction.
+type connq struct {
+	c *stmtCache
+	// detach: statements ignore their context's end. An interrupted
+	// INSERT, UPDATE or DELETE makes SQLite roll back the whole open
+	// transaction, every command of the batch; a client that hangs up
+	// must not do that to the others.
+	detach bool
+}
+
+func (q connq) ctx(ctx context.Context) context.Context {
+	statements.Add(1)
+	if q.detach {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+func (q connq) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = q.ctx(ctx)
+	if st := q.c.get(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return q.c.db.ExecContext(ctx, query, args...)
+}
+
+func (q connq) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = q.ctx(ctx)
+	if st := q.c.get(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return q.c.db.QueryContext(ctx, query, args...)
+}
+
+func (q connq) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = q.ctx(ctx)
+	if st := q.c.get(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return q.c.db.QueryRowContext(ctx, query, args...)
+}
