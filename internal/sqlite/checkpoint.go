@@ -39,6 +39,14 @@ const walLimit = 64 << 20
 // 100 MiB and more a second at full load).
 const walPoll = 100 * time.Millisecond
 
+// truncateWait is how long the writer waits for the readers of the
+// moment in a TRUNCATE checkpoint, and truncateRetry how long the
+// checkpointer lets pass after one that could not wait them out.
+const (
+	truncateWait  = 200 * time.Millisecond
+	truncateRetry = 5 * time.Second
+)
+
 type checkpointer struct {
 	db   *sql.DB
 	wal  string
@@ -72,7 +80,7 @@ func (c *checkpointer) run() {
 	t := time.NewTicker(walPoll)
 	defer t.Stop()
 	var last os.FileInfo
-	var lastPass time.Time
+	var lastPass, retryAt time.Time
 	for {
 		select {
 		case <-c.stop:
@@ -84,14 +92,15 @@ func (c *checkpointer) run() {
 			continue
 		}
 		limit := c.limit.Load()
-		if fi.Size() > limit {
+		if fi.Size() > limit && time.Now().After(retryAt) {
 			// A failure (the disk full, a reader that holds on) is
-			// tried again at the next poll.
+			// tried again a little later; PASSIVE passes go on.
 			if c.truncate() == nil {
 				c.truncated.Add(1)
 				last = nil
+				continue
 			}
-			continue
+			retryAt = time.Now().Add(truncateRetry)
 		}
 		// Nothing committed since the last pass: nothing to copy.
 		if last != nil && fi.ModTime().Equal(last.ModTime()) && fi.Size() == last.Size() {

@@ -135,8 +135,17 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	truncate := func() error {
 		return s.w.direct(context.Background(), func(q querier) error {
+			// The writer waits for the readers of the moment at most
+			// truncateWait, not busy_timeout: a long reader (an online
+			// backup) must not stall the writes; the checkpointer tries
+			// again later.
+			ctx := context.Background()
+			if _, err := q.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, truncateWait.Milliseconds())); err != nil {
+				return err
+			}
+			defer q.ExecContext(ctx, `PRAGMA busy_timeout = 10000`)
 			var busy, log, copied int
-			if err := q.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &copied); err != nil {
+			if err := q.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &copied); err != nil {
 				return err
 			}
 			if busy != 0 {
