@@ -26,6 +26,10 @@ func seedTime(ms string) string {
 	return `strftime('%Y-%m-%dT%H:%M:%fZ', (` + ms + `) / 1000.0, 'unixepoch')`
 }
 
+// seedHole is the SQL of each placeholder of the event's data.
+var seedHole = map[string]string{xaalis.SeedID: "id", xaalis.SeedRef: "ref", xaalis.SeedPhone: "phone",
+	xaalis.SeedCustomer: "coalesce(customer, '')", xaalis.SeedCreated: seedTime("ms"), xaalis.SeedExpires: seedTime("ms + ?")}
+
 // seedReference is the SQL of a TXN- reference: 16 characters drawn from
 // the reference alphabet, as xaalis.NewReference makes them.
 func seedReference() string {
@@ -50,6 +54,31 @@ func (s *Store) SeedPayments(ctx context.Context, spec xaalis.SeedSpec) ([]xaali
 	if _, err := s.Merchant(ctx, p.MerchantID); err != nil {
 		return nil, fmt.Errorf("seed: merchant %s: %w", p.MerchantID, err)
 	}
+	// The seed's rows refer to the merchant, checked above, and to
+	// customers it makes itself: the writer connection skips the foreign
+	// key checks and keeps more pages in memory (the indexes of a big
+	// table) until the seed is done.
+	var cacheSize int64
+	if err := s.w.direct(ctx, func(q querier) error {
+		if err := q.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cacheSize); err != nil {
+			return err
+		}
+		_, err := q.ExecContext(ctx, `PRAGMA foreign_keys = OFF`)
+		if err == nil {
+			_, err = q.ExecContext(ctx, `PRAGMA cache_size = -262144`)
+		}
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	defer func() {
+		_ = s.w.direct(context.WithoutCancel(ctx), func(q querier) error {
+			_, _ = q.ExecContext(ctx, `DROP TABLE IF EXISTS temp.seed_rows`)
+			_, _ = q.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size = %d`, cacheSize))
+			_, err := q.ExecContext(ctx, `PRAGMA foreign_keys = ON`)
+			return err
+		})
+	}()
 	err = s.w.direct(ctx, func(q querier) error {
 		_, err := q.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS seed_rows (i INTEGER PRIMARY KEY, ms INTEGER NOT NULL,
 			id TEXT NOT NULL, ref TEXT NOT NULL, phone TEXT NOT NULL, customer TEXT, entry TEXT NOT NULL,
@@ -82,10 +111,7 @@ func (s *Store) SeedPayments(ctx context.Context, spec xaalis.SeedSpec) ([]xaali
 		}
 	}
 	if err := s.w.direct(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, `DROP TABLE IF EXISTS temp.seed_rows`)
-		if err == nil {
-			_, err = q.ExecContext(ctx, `PRAGMA optimize`)
-		}
+		_, err := q.ExecContext(ctx, `PRAGMA optimize`)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
@@ -155,14 +181,19 @@ func seedChunkRows(ctx context.Context, q querier, p *xaalis.SeedPlan, a, b, k i
 	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(stream_pos), 0) FROM events`).Scan(&pos); err != nil {
 		return nil, err
 	}
-	created, expires := seedTime("ms"), seedTime("ms + ?")
+	// The event's data: the record's template with this row's values.
+	parts, holes := p.EventParts()
+	data, args := "?", []any{p.MerchantID, p.Mode, xaalis.EventPaymentSuccess, parts[0]}
+	for i, h := range holes {
+		data += " || " + seedHole[h] + " || ?"
+		if h == xaalis.SeedExpires {
+			args = append(args, p.ExpiryMS)
+		}
+		args = append(args, parts[i+1])
+	}
 	if err := exec(`INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at, stream_pos)
-		SELECT event, ?, ?, ?, 'transaction', id, 1,
-			replace(replace(replace(replace(replace(replace(?, ?, id), ?, ref), ?, phone), ?, coalesce(customer, '')),
-				?, `+created+`), ?, `+expires+`),
-			ms * 1000, ? + i - ? + 1 FROM temp.seed_rows ORDER BY i`,
-		p.MerchantID, p.Mode, xaalis.EventPaymentSuccess, p.Event, xaalis.SeedID, xaalis.SeedRef, xaalis.SeedPhone,
-		xaalis.SeedCustomer, xaalis.SeedCreated, xaalis.SeedExpires, p.ExpiryMS, pos, a); err != nil {
+		SELECT event, ?, ?, ?, 'transaction', id, 1, `+data+`, ms * 1000, ? + i - ? + 1 FROM temp.seed_rows ORDER BY i`,
+		append(args, pos, a)...); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	if err := exec(`INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)

@@ -169,5 +169,25 @@ func (s SeedSpec) Plan() (*SeedPlan, error) {
 	return p, nil
 }
 
+// EventParts splits Event at its placeholders: Event is parts[0] +
+// holes[0] + parts[1] + ... + parts[len(holes)], holes being placeholders.
+// A store can then build each event's data by concatenation.
+func (p *SeedPlan) EventParts() (parts, holes []string) {
+	rest := p.Event
+	for {
+		at, hole := -1, ""
+		for _, h := range []string{SeedID, SeedRef, SeedPhone, SeedCustomer, SeedCreated, SeedExpires} {
+			if i := strings.Index(rest, h); i >= 0 && (at < 0 || i < at) {
+				at, hole = i, h
+			}
+		}
+		if at < 0 {
+			return append(parts, rest), holes
+		}
+		parts, holes = append(parts, rest[:at]), append(holes, hole)
+		rest = rest[at+len(hole):]
+	}
+}
+
 // CreatedMS is the created_at of seeded payment i, in milliseconds.
 func (p *SeedPlan) CreatedMS(i int64) int64 { return p.FromMS + i*p.SpanMS/int64(p.N) }
