@@ -31,6 +31,12 @@ func seedTimestamp(ms string) string {
 	return `to_char(` + fmt.Sprintf(seedTS, ms) + ` AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 }
 
+// seedHole is the SQL of each placeholder of the event's data ($4: the
+// expiry in milliseconds).
+var seedHole = map[string]string{xaalis.SeedID: "id", xaalis.SeedRef: "ref", xaalis.SeedPhone: "phone",
+	xaalis.SeedCustomer: "coalesce(customer, '')", xaalis.SeedCreated: seedTimestamp("ms"),
+	xaalis.SeedExpires: seedTimestamp("ms + $4::bigint")}
+
 // seedReference is the SQL of a TXN- reference: 16 characters drawn from
 // the reference alphabet, as xaalis.NewReference makes them.
 func seedReference() string {
@@ -121,13 +127,16 @@ func (s *Store) seedChunk(ctx context.Context, p *xaalis.SeedPlan, a, b, k int) 
 		p.RouteReason, p.ExpiryMS, p.Fee.Minor, p.Fee.Currency); err != nil {
 		return nil, err
 	}
+	// The event's data: the record's template with this row's values.
+	parts, holes := p.EventParts()
+	args := []any{p.MerchantID, p.Mode, xaalis.EventPaymentSuccess, p.ExpiryMS, parts[0]}
+	data := "$5::text"
+	for i, h := range holes {
+		args = append(args, parts[i+1])
+		data += " || " + seedHole[h] + fmt.Sprintf(" || $%d::text", len(args))
+	}
 	if err := exec("events", `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at)
-		SELECT event, $1, $2, $3, 'transaction', id, 1,
-			replace(replace(replace(replace(replace(replace($4::text, $5, id), $6, ref), $7, phone), $8, coalesce(customer, '')),
-				$9, `+seedTimestamp("ms")+`), $10, `+seedTimestamp("ms + $11::bigint")+`),
-			`+ts("ms")+` FROM seed_rows ORDER BY i`,
-		p.MerchantID, p.Mode, xaalis.EventPaymentSuccess, p.Event, xaalis.SeedID, xaalis.SeedRef, xaalis.SeedPhone,
-		xaalis.SeedCustomer, xaalis.SeedCreated, xaalis.SeedExpires, p.ExpiryMS); err != nil {
+		SELECT event, $1, $2, $3, 'transaction', id, 1, `+data+`, `+ts("ms")+` FROM seed_rows ORDER BY i`, args...); err != nil {
 		return nil, err
 	}
 	if err := exec("ledger entries", `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
