@@ -54,19 +54,14 @@ func (s *Store) SeedPayments(ctx context.Context, spec xaalis.SeedSpec) ([]xaali
 	if _, err := s.Merchant(ctx, p.MerchantID); err != nil {
 		return nil, fmt.Errorf("seed: merchant %s: %w", p.MerchantID, err)
 	}
-	// The seed's rows refer to the merchant, checked above, and to
-	// customers it makes itself: the writer connection skips the foreign
-	// key checks and keeps more pages in memory (the indexes of a big
-	// table) until the seed is done.
+	// The writer connection keeps more pages in memory (the indexes of a
+	// big table) until the seed is done.
 	var cacheSize int64
 	if err := s.w.direct(ctx, func(q querier) error {
 		if err := q.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cacheSize); err != nil {
 			return err
 		}
-		_, err := q.ExecContext(ctx, `PRAGMA foreign_keys = OFF`)
-		if err == nil {
-			_, err = q.ExecContext(ctx, `PRAGMA cache_size = -262144`)
-		}
+		_, err := q.ExecContext(ctx, `PRAGMA cache_size = -262144`)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
@@ -74,8 +69,7 @@ func (s *Store) SeedPayments(ctx context.Context, spec xaalis.SeedSpec) ([]xaali
 	defer func() {
 		_ = s.w.direct(context.WithoutCancel(ctx), func(q querier) error {
 			_, _ = q.ExecContext(ctx, `DROP TABLE IF EXISTS temp.seed_rows`)
-			_, _ = q.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size = %d`, cacheSize))
-			_, err := q.ExecContext(ctx, `PRAGMA foreign_keys = ON`)
+			_, err := q.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size = %d`, cacheSize))
 			return err
 		})
 	}()
@@ -120,8 +114,20 @@ func (s *Store) SeedPayments(ctx context.Context, spec xaalis.SeedSpec) ([]xaali
 	return sample, nil
 }
 
-// seedTx runs fn in one write transaction of the writer connection.
-func seedTx(ctx context.Context, q querier, fn func() error) error {
+// seedTx runs fn in one write transaction of the writer connection. The
+// seed's rows refer to the merchant, checked first, to the customers it
+// makes itself and to the entries it inserts before their postings: the
+// transaction skips the foreign key checks, which are back on for the
+// writer's next batch.
+func seedTx(ctx context.Context, q querier, fn func() error) (err error) {
+	if _, err := q.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return err
+	}
+	defer func() {
+		if _, ferr := q.ExecContext(ctx, `PRAGMA foreign_keys = ON`); ferr != nil && err == nil {
+			err = ferr
+		}
+	}()
 	if _, err := q.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return err
 	}
@@ -129,7 +135,7 @@ func seedTx(ctx context.Context, q querier, fn func() error) error {
 		_, _ = q.ExecContext(ctx, `ROLLBACK`)
 		return err
 	}
-	_, err := q.ExecContext(ctx, `COMMIT`)
+	_, err = q.ExecContext(ctx, `COMMIT`)
 	if err != nil {
 		_, _ = q.ExecContext(ctx, `ROLLBACK`)
 	}
