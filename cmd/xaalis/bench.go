@@ -448,7 +448,8 @@ func runBig(ctx context.Context, o benchOptions, tgt *benchTarget, newEnv func(s
 	logf("big: seeding %d payments in bulk", o.big)
 	t0 := time.Now()
 	sample, err := seeder.SeedPayments(ctx, xaalis.SeedSpec{MerchantID: env.MerchantID, Mode: xaalis.ModeTest, N: o.big,
-		Amount: amount, Fee: fee, Provider: "channel_a", Country: "SN", From: to.AddDate(-1, 0, 0), To: to, Sample: 10000})
+		Amount: amount, Fee: fee, Provider: "channel_a", Country: "SN", From: to.AddDate(-1, 0, 0), To: to, Sample: 10000,
+		BaseURL: tgt.app.BaseURL, Expiry: time.Duration(tgt.app.Config.PaymentExpirySeconds) * time.Second})
 	if err != nil {
 		return fmt.Errorf("big: seed: %w", err)
 	}

@@ -6,11 +6,13 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/xaalis/xaalis/internal/bench"
+	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 )
 
 // benchRun runs `xaalis bench --json` with args and decodes its report.
@@ -90,6 +92,38 @@ func TestBenchShortRun(t *testing.T) {
 	}
 	if !rep.Ledger.Ran || rep.Ledger.Problems != 0 {
 		t.Errorf("ledger check %+v: want run, 0 problems", rep.Ledger)
+	}
+}
+
+// TestBenchBig: --big seeds payments in bulk for a merchant of its own
+// (sqlite.Store and postgres.Store are BulkSeeders), then measures
+// create-payment, status and list on them; the ledger stays consistent.
+func TestBenchBig(t *testing.T) {
+	t.Parallel()
+	dbs := map[string][]string{"SQLite": {"--database-url", "sqlite://" + filepath.Join(t.TempDir(), "bench.db")}}
+	if os.Getenv(pgtest.EnvURL) != "" {
+		dbs["PostgreSQL"] = []string{"--database-url", os.Getenv(pgtest.EnvURL), "--fresh-schema"}
+	}
+	for name, db := range dbs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rep := benchRun(t, append(db, "--scenario", "status", "--floors=false", "--duration", "300ms", "--warmup", "0s",
+				"--concurrency", "4", "--seed", "20", "--big", "300", "--big-duration", "1s")...)
+			for _, s := range []string{bench.CreatePayment, bench.Status, bench.OpenName(bench.BigName(bench.Status, 300)),
+				bench.List, bench.OpenName(bench.BigName(bench.List, 300))} {
+				if !strings.Contains(s, "[") {
+					s = bench.BigName(s, 300)
+				}
+				r := rep.Find(s)
+				if r == nil {
+					t.Fatalf("no result for %s in %+v", s, rep.Results)
+				}
+				wantMeasured(t, r)
+			}
+			if !rep.Ledger.Ran || rep.Ledger.Problems != 0 {
+				t.Errorf("ledger check %+v: want run, 0 problems", rep.Ledger)
+			}
+		})
 	}
 }
 

@@ -194,3 +194,23 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("integrity_check: %s", got)
 	}
 }
+
+// TestSeedKeepsForeignKeys: the seed's transactions skip the foreign key
+// checks, the writer's other commands keep them, during and after it.
+func TestSeedKeepsForeignKeys(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	m := storetest.NewMerchant(t, s)
+	to := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.(xaalis.BulkSeeder).SeedPayments(ctx, xaalis.SeedSpec{MerchantID: m.ID, Mode: xaalis.ModeTest, N: 100,
+		Amount: xaalis.Units(1000, xaalis.XOF), Fee: xaalis.Units(10, xaalis.XOF), Provider: "channel_a", Country: "SN",
+		From: to.AddDate(0, -1, 0), To: to}); err != nil {
+		t.Fatal(err)
+	}
+	orphan := &xaalis.Transaction{ID: xaalis.NewUUIDv7(), MerchantID: xaalis.NewUUIDv7(), Mode: xaalis.ModeTest,
+		Type: xaalis.TypePayment, Reference: xaalis.NewReference(), Status: xaalis.StatusInitiated,
+		Amount: xaalis.Units(1000, xaalis.XOF), LimitAmount: 100000, Country: "SN", ExpiresAt: to, CreatedAt: to, UpdatedAt: to}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, orphan) }); err == nil {
+		t.Fatal("a transaction of no merchant was inserted after the seed: foreign keys are off")
+	}
+}

@@ -83,6 +83,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("RateCount", func(t *testing.T) { t.Parallel(); testRateCount(t, open(t)) })
 	t.Run("OperatorSessions", func(t *testing.T) { t.Parallel(); testOperatorSessions(t, open(t)) })
 	t.Run("OpsLists", func(t *testing.T) { t.Parallel(); testOpsLists(t, open(t)) })
+	t.Run("SeedPayments", func(t *testing.T) { t.Parallel(); testSeedPayments(t, open(t)) })
 }
 
 func testSettingOnce(t *testing.T, s xaalis.Store) {
