@@ -50,6 +50,7 @@ type txConn struct {
 	quota    *queued
 	volumes  map[volumeKey]int64
 	stats    map[statRow]statSum
+	counts   map[countRow]int64
 	deltas   map[balanceKey]int64
 	deltasAt time.Time
 	// shard is the shard of the split hot rows (migration 00013) this
@@ -210,7 +211,7 @@ func (t *txConn) commit(ctx context.Context, tail ...queued) error {
 // rollback ends a transaction that failed. When it cannot, the connection
 // is closed rather than returned to the pool in a transaction.
 func (t *txConn) rollback(ctx context.Context) {
-	t.queued, t.quota, t.volumes, t.stats, t.deltas = nil, nil, nil, nil, nil
+	t.queued, t.quota, t.volumes, t.stats, t.counts, t.deltas = nil, nil, nil, nil, nil, nil
 	if !t.begun || t.c.Conn().PgConn().TxStatus() == 'I' {
 		return // nothing began, or it ended (a COMMIT that failed rolls back)
 	}
@@ -296,6 +297,17 @@ type statRow struct {
 
 type statSum struct{ count, amount int64 }
 
+// countRow is a count of transaction_counts (migration 00014).
+type countRow struct{ merchant, mode, typ, status string }
+
+// addCount adds delta to a transaction count at commit.
+func (t *txConn) addCount(r countRow, delta int64) {
+	if t.counts == nil {
+		t.counts = map[countRow]int64{}
+	}
+	t.counts[r] += delta
+}
+
 // addVolume adds delta to a volume counter at commit.
 func (t *txConn) addVolume(scope string, day, delta int64) {
 	if t.volumes == nil {
@@ -375,6 +387,38 @@ func (t *txConn) hot() []queued {
 			DO UPDATE SET count = stat_counters.count + excluded.count, amount = stat_counters.amount + excluded.amount`,
 			args: []any{days, metrics, ks, shards, counts, amounts}})
 		t.stats = nil
+	}
+	if len(t.counts) > 0 {
+		keys := make([]countRow, 0, len(t.counts))
+		for k, n := range t.counts {
+			if n != 0 {
+				keys = append(keys, k)
+			}
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			a, b := keys[i], keys[j]
+			switch {
+			case a.merchant != b.merchant:
+				return a.merchant < b.merchant
+			case a.mode != b.mode:
+				return a.mode < b.mode
+			case a.typ != b.typ:
+				return a.typ < b.typ
+			}
+			return a.status < b.status
+		})
+		if n := len(keys); n > 0 {
+			ms, modes, types, statuses, ns := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+			for i, k := range keys {
+				ms[i], modes[i], types[i], statuses[i], ns[i] = k.merchant, k.mode, k.typ, k.status, t.counts[k]
+			}
+			out = append(out, queued{op: "add counts", sql: `INSERT INTO transaction_counts (merchant_id, mode, type, status, shard, n)
+				SELECT m, o, y, s, $6, c FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+					WITH ORDINALITY AS u (m, o, y, s, c, n) ORDER BY u.n
+				ON CONFLICT (merchant_id, mode, type, status, shard) DO UPDATE SET n = transaction_counts.n + excluded.n`,
+				args: []any{ms, modes, types, statuses, ns, t.shard}})
+		}
+		t.counts = nil
 	}
 	if q := t.balanceUpsert(); q != nil {
 		out = append(out, *q)

@@ -78,7 +78,7 @@ func TestSearchPath(t *testing.T) {
 	want := []string{"api_keys", "audit_log", "customers", "disputes", "events", "goose_db_version", "idempotency_keys",
 		"idempotency_quota", "ledger_balances", "ledger_checks", "ledger_entries", "ledger_postings", "merchants",
 		"operator_sessions", "operator_tokens", "payout_requests", "plans", "provider_notifications", "rate_counters",
-		"server_instances", "settings", "split_items", "stat_counters", "subscriptions", "transactions", "volume_counters",
+		"server_instances", "settings", "split_items", "stat_counters", "subscriptions", "transaction_counts", "transactions", "volume_counters",
 		"webhook_attempts", "webhook_callback_secrets", "webhook_deliveries", "webhook_endpoints", "webhook_listen_secrets"}
 	if len(tables) != len(want) {
 		t.Fatalf("tables %v, want %v", tables, want)

@@ -86,7 +86,7 @@ func (s *Store) SeedPayments(ctx context.Context, spec xaalis.SeedSpec) ([]xaali
 		sample = append(sample, got...)
 	}
 	if _, err := s.pool.Exec(ctx, `ANALYZE customers, transactions, events, ledger_entries, ledger_postings,
-		ledger_balances, volume_counters, stat_counters`); err != nil {
+		ledger_balances, volume_counters, stat_counters, transaction_counts`); err != nil {
 		return nil, fmt.Errorf("seed: analyze: %w", err)
 	}
 	rand.Shuffle(len(sample), func(i, j int) { sample[i], sample[j] = sample[j], sample[i] })
@@ -185,6 +185,12 @@ func (s *Store) seedChunk(ctx context.Context, p *xaalis.SeedPlan, a, b, k int, 
 		SELECT $1 || phone, ms / 86400000, 0, count(*) * $2::bigint FROM seed_rows GROUP BY phone, ms / 86400000
 		ON CONFLICT (scope, day, shard) DO UPDATE SET amount = volume_counters.amount + excluded.amount`,
 		p.PayerScopePrefix, p.LimitAmount); err != nil {
+		return nil, err
+	}
+	if err := exec("transaction counts", `INSERT INTO transaction_counts (merchant_id, mode, type, status, shard, n)
+		VALUES ($1, $2, 'payment', 'success', 0, $3)
+		ON CONFLICT (merchant_id, mode, type, status, shard) DO UPDATE SET n = transaction_counts.n + excluded.n`,
+		p.MerchantID, p.Mode, int64(b-a)); err != nil {
 		return nil, err
 	}
 	if err := exec("stat counters", `INSERT INTO stat_counters (day, metric, key, shard, count, amount)

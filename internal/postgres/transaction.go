@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
@@ -157,7 +158,15 @@ func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis
 	}
 	w := c.String()
 	var total int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM transactions WHERE `+w, c.args...).Scan(&total); err != nil {
+	if countable(f) {
+		// Filters the counts are kept by: a few rows rather than every
+		// row of the merchant.
+		q := `SELECT coalesce(sum(n), 0) FROM transaction_counts WHERE merchant_id = $1 AND mode = $2
+			AND ($3 = '' OR type = $3) AND ($4 = '' OR status = $4)`
+		if err := s.pool.QueryRow(ctx, q, f.MerchantID, f.Mode, string(f.Type), string(f.Status)).Scan(&total); err != nil {
+			return nil, 0, fmt.Errorf("count transactions: %w", err)
+		}
+	} else if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM transactions WHERE `+w, c.args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count transactions: %w", err)
 	}
 	n := len(c.args)
@@ -294,6 +303,7 @@ func (t *Tx) InsertTransaction(ctx context.Context, x *xaalis.Transaction) error
 		}
 		return fmt.Errorf("insert transaction: %w", err)
 	}
+	t.tx.addCount(countRow{x.MerchantID, string(x.Mode), string(x.Type), string(x.Status)}, 1)
 	return nil
 }
 
@@ -348,9 +358,22 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 		sets = append(sets, fmt.Sprintf("%s = $%d", c, len(vals)))
 	}
 	vals = append(vals, x.ID)
-	tag, err := t.tx.Exec(ctx, fmt.Sprintf(`UPDATE transactions SET %s WHERE id = $%d`, strings.Join(sets, ", "), len(vals)),
-		vals...)
-	return oneRow("update transaction", tag, err)
+	// The row as it was (o: the statement's snapshot; callers lock the
+	// row first) gives the status the counts move from.
+	var old string
+	err := t.tx.QueryRow(ctx, fmt.Sprintf(`UPDATE transactions t SET %s FROM transactions o
+		WHERE t.id = $%d AND o.id = t.id RETURNING o.status`, strings.Join(sets, ", "), len(vals)), vals...).Scan(&old)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return xaalis.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("update transaction: %w", err)
+	}
+	if old != string(x.Status) {
+		t.tx.addCount(countRow{x.MerchantID, string(x.Mode), string(x.Type), old}, -1)
+		t.tx.addCount(countRow{x.MerchantID, string(x.Mode), string(x.Type), string(x.Status)}, 1)
+	}
+	return nil
 }
 
 // UpsertCustomer finds or creates the customer of a phone in one
@@ -408,4 +431,10 @@ func keyTypeOf(t *xaalis.Transaction) xaalis.KeyType {
 		return xaalis.KeySecret
 	}
 	return t.KeyType
+}
+
+// countable reports a filter that transaction_counts answers: merchant,
+// mode, type and status only.
+func countable(f xaalis.TxFilter) bool {
+	return f.Provider == "" && f.MerchantRef == "" && f.From == nil && f.To == nil
 }

@@ -151,7 +151,7 @@ func TestCheckpointer(t *testing.T) {
 
 // TestWALBounded: under writes and a steady flow of reads, the WAL never
 // starts over on its own (some reader is always inside it); the
-// checkpointer must empty it past walLimit, or the file grows until the
+// checkpointer must start it over past walLimit, or the file grows until the
 // disk is full.
 func TestWALBounded(t *testing.T) {
 	ctx := context.Background()
@@ -193,7 +193,7 @@ func TestWALBounded(t *testing.T) {
 	}
 	var most int64
 	deadline := time.Now().Add(15 * time.Second)
-	for s.ckpt.truncated.Load() < 2 && time.Now().Before(deadline) && !t.Failed() {
+	for s.ckpt.restarted.Load() < 2 && time.Now().Before(deadline) && !t.Failed() {
 		time.Sleep(20 * time.Millisecond)
 		if fi, err := os.Stat(path + "-wal"); err == nil {
 			most = max(most, fi.Size())
@@ -201,8 +201,8 @@ func TestWALBounded(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if n := s.ckpt.truncated.Load(); n < 2 {
-		t.Errorf("the WAL was emptied %d times in 15 s of load (largest %d MiB)", n, most>>20)
+	if n := s.ckpt.restarted.Load(); n < 2 {
+		t.Errorf("the WAL was started over %d times in 15 s of load (largest %d MiB)", n, most>>20)
 	}
 	if most > 3*limit {
 		t.Errorf("the WAL reached %d MiB, past 3 × the %d MiB limit", most>>20, limit>>20)

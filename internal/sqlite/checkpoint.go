@@ -24,27 +24,29 @@ const checkpointEvery = time.Second
 
 // walLimit bounds the WAL file. A PASSIVE checkpoint copies frames but
 // the WAL only starts over when the writer begins a transaction while no
-// reader is inside the WAL: under a steady flow of reads that moment never
-// comes and the file grows without end (hundreds of MiB a minute under
-// load, until the disk is full). Past walLimit the checkpointer has the
-// writer run a TRUNCATE checkpoint between two batches: it waits for the
-// readers of the moment (milliseconds: new readers then read the database
-// file), empties the WAL and gives its space back.
+// reader is inside it: under a steady flow of reads (every API request
+// reads its key) that moment never comes and the file grows without end
+// (100 MiB a second at full load, until the disk is full). Past walLimit
+// the checkpointer has the writer run a RESTART checkpoint between two
+// batches: it waits for the readers of the moment (milliseconds: new
+// readers then read the database file), and the next commits write the
+// WAL from its start again (journal_size_limit cuts the file back to
+// walLimit). RESTART rather than TRUNCATE: a WAL that keeps its blocks
+// is overwritten in place, and create-payment ran 10 % faster, its p99
+// a third lower, than with a WAL emptied and grown again each time.
 const walLimit = 64 << 20
 
 // walPoll is how often the checkpointer looks at the WAL's size: one
 // stat. A WAL that grew by walLimit/4 since the last pass is copied at
-// once rather than at the next second, so that the writer can start it
-// over (a create-payment writes about 80 KiB of frames: a WAL grows by
-// 100 MiB and more a second at full load).
+// once rather than at the next second.
 const walPoll = 100 * time.Millisecond
 
-// truncateWait is how long the writer waits for the readers of the
-// moment in a TRUNCATE checkpoint, and truncateRetry how long the
-// checkpointer lets pass after one that could not wait them out.
+// restartWait is how long the writer waits for the readers of the moment
+// in a RESTART checkpoint, and restartRetry how long the checkpointer
+// lets pass after one that could not wait them out.
 const (
-	truncateWait  = 200 * time.Millisecond
-	truncateRetry = 5 * time.Second
+	restartWait  = 200 * time.Millisecond
+	restartRetry = 5 * time.Second
 )
 
 type checkpointer struct {
@@ -52,24 +54,24 @@ type checkpointer struct {
 	wal  string
 	stop chan struct{}
 	done chan struct{}
-	// truncate runs a TRUNCATE checkpoint on the writer's connection.
-	truncate func() error
+	// restart runs a RESTART checkpoint on the writer's connection.
+	restart func() error
 	// limit is walLimit; the tests lower it.
 	limit atomic.Int64
-	// copied is the frames the passes copied, truncated the TRUNCATE
+	// copied is the frames the passes copied, restarted the RESTART
 	// checkpoints that succeeded: for the tests.
-	copied, truncated atomic.Int64
+	copied, restarted atomic.Int64
 	closed            sync.Once
 }
 
-func newCheckpointer(path string, truncate func() error) (*checkpointer, error) {
+func newCheckpointer(path string, restart func() error) (*checkpointer, error) {
 	q := "file:" + URIPath(path) + "?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
 	db, err := sql.Open("sqlite", q)
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint connection: %w", err)
 	}
 	db.SetMaxOpenConns(1)
-	c := &checkpointer{db: db, wal: path + "-wal", stop: make(chan struct{}), done: make(chan struct{}), truncate: truncate}
+	c := &checkpointer{db: db, wal: path + "-wal", stop: make(chan struct{}), done: make(chan struct{}), restart: restart}
 	c.limit.Store(walLimit)
 	go c.run()
 	return c, nil
@@ -79,7 +81,7 @@ func (c *checkpointer) run() {
 	defer close(c.done)
 	t := time.NewTicker(walPoll)
 	defer t.Stop()
-	var last os.FileInfo
+	var last, restarted os.FileInfo
 	var lastPass, retryAt time.Time
 	for {
 		select {
@@ -92,18 +94,23 @@ func (c *checkpointer) run() {
 			continue
 		}
 		limit := c.limit.Load()
-		if fi.Size() > limit && time.Now().After(retryAt) {
+		// After a restart the file keeps its size until the next commit
+		// cuts it: not a reason for another.
+		same := func(a os.FileInfo) bool {
+			return a != nil && fi.ModTime().Equal(a.ModTime()) && fi.Size() == a.Size()
+		}
+		if fi.Size() > limit && !same(restarted) && time.Now().After(retryAt) {
 			// A failure (the disk full, a reader that holds on) is
 			// tried again a little later; PASSIVE passes go on.
-			if c.truncate() == nil {
-				c.truncated.Add(1)
-				last = nil
+			if c.restart() == nil {
+				c.restarted.Add(1)
+				restarted, last = fi, nil
 				continue
 			}
-			retryAt = time.Now().Add(truncateRetry)
+			retryAt = time.Now().Add(restartRetry)
 		}
 		// Nothing committed since the last pass: nothing to copy.
-		if last != nil && fi.ModTime().Equal(last.ModTime()) && fi.Size() == last.Size() {
+		if same(last) {
 			continue
 		}
 		if time.Since(lastPass) < checkpointEvery && (last == nil || fi.Size() < last.Size()+limit/4) {

@@ -83,6 +83,12 @@ func dsn(path string, write bool) string {
 		// database file, work that would stall every command queued
 		// behind the batch that crossed the threshold.
 		q.Add("_pragma", "wal_autocheckpoint(0)")
+		// After the checkpointer's RESTART the WAL is written again from
+		// its start and, at the next commit, cut back to walLimit: the
+		// file keeps its blocks (appends that grow a file make each
+		// fdatasync write the file's size too) but never grows past the
+		// limit by more than a checkpoint's delay.
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walLimit))
 		// BEGIN IMMEDIATE takes the write lock at the start of a transaction,
 		// so two processes never deadlock upgrading a read lock.
 		q.Set("_txlock", "immediate")
@@ -133,28 +139,28 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	truncate := func() error {
+	restart := func() error {
 		return s.w.direct(context.Background(), func(q querier) error {
 			// The writer waits for the readers of the moment at most
-			// truncateWait, not busy_timeout: a long reader (an online
+			// restartWait, not busy_timeout: a long reader (an online
 			// backup) must not stall the writes; the checkpointer tries
 			// again later.
 			ctx := context.Background()
-			if _, err := q.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, truncateWait.Milliseconds())); err != nil {
+			if _, err := q.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, restartWait.Milliseconds())); err != nil {
 				return err
 			}
 			defer q.ExecContext(ctx, `PRAGMA busy_timeout = 10000`)
 			var busy, log, copied int
-			if err := q.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &copied); err != nil {
+			if err := q.QueryRowContext(ctx, `PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &log, &copied); err != nil {
 				return err
 			}
 			if busy != 0 {
-				return errors.New("wal_checkpoint(TRUNCATE): busy")
+				return errors.New("wal_checkpoint(RESTART): busy")
 			}
 			return nil
 		})
 	}
-	if s.ckpt, err = newCheckpointer(path, truncate); err != nil {
+	if s.ckpt, err = newCheckpointer(path, restart); err != nil {
 		s.w.close()
 		r.Close()
 		w.Close()
@@ -323,7 +329,7 @@ func notFound(err error) error {
 func (s *Store) Pragmas(ctx context.Context) map[string]string {
 	out := map[string]string{}
 	_ = s.Update(ctx, func(xtx xaalis.Tx) error {
-		for _, p := range []string{"journal_mode", "synchronous", "foreign_keys", "busy_timeout", "temp_store", "wal_autocheckpoint"} {
+		for _, p := range []string{"journal_mode", "synchronous", "foreign_keys", "busy_timeout", "temp_store", "wal_autocheckpoint", "journal_size_limit"} {
 			var v string
 			if err := xtx.(*Tx).tx.QueryRowContext(ctx, "PRAGMA "+p).Scan(&v); err == nil {
 				out[p] = v

@@ -40,7 +40,7 @@ func TestPragmas(t *testing.T) {
 	s := open(t).(*sqlite.Store)
 	got := s.Pragmas(context.Background())
 	want := map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "10000",
-		"temp_store": "2", "wal_autocheckpoint": "0"}
+		"temp_store": "2", "wal_autocheckpoint": "0", "journal_size_limit": "67108864"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("pragma %s = %q, want %q", k, got[k], v)

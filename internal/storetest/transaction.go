@@ -159,6 +159,39 @@ func testTransactionList(t *testing.T, s xaalis.Store) {
 			t.Fatal("not newest first")
 		}
 	}
+
+	// The totals of merchant, mode, type and status come from counts the
+	// store keeps: they follow status changes, and a change rolled back
+	// leaves them as they were.
+	pending, _, err := s.Transactions(ctx, xaalis.TxFilter{MerchantID: m.ID, Mode: xaalis.ModeTest, Status: xaalis.StatusPending},
+		xaalis.PageRequest{Page: 1, PerPage: 100})
+	if err != nil || len(pending) != 3 {
+		t.Fatalf("pending: %d, %v", len(pending), err)
+	}
+	pending[0].Status = xaalis.StatusSuccess
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.UpdateTransaction(ctx, pending[0]) }); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	pending[1].Status = xaalis.StatusFailed
+	if err := s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.UpdateTransaction(ctx, pending[1]); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("rolled back: %v", err)
+	}
+	for _, st := range []xaalis.Status{"", xaalis.StatusPending, xaalis.StatusSuccess, xaalis.StatusFailed, xaalis.StatusInitiated} {
+		f := xaalis.TxFilter{MerchantID: m.ID, Mode: xaalis.ModeTest, Type: xaalis.TypePayment, Status: st}
+		list, total, err := s.Transactions(ctx, f, xaalis.PageRequest{Page: 1, PerPage: 100})
+		if err != nil || total != len(list) {
+			t.Errorf("status %q: total %d, %d rows, %v", st, total, len(list), err)
+		}
+		if st == xaalis.StatusPending && len(list) != 2 {
+			t.Errorf("pending after one moved to success: %d", len(list))
+		}
+	}
 }
 
 func testDueAndVolume(t *testing.T, s xaalis.Store) {
