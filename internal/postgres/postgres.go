@@ -71,6 +71,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		// flight than CPUs let PostgreSQL flush many commits per fsync.
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if cfg.MaxConns < 2 {
+		// One connection LISTENs for wake-ups for as long as the store is
+		// open: with one in all, no command could ever run.
+		return nil, fmt.Errorf("postgres url: pool_max_conns is %d: it must be at least 2 (one connection listens for wake-ups)", cfg.MaxConns)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)

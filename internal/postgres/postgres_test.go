@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,4 +237,18 @@ func TestMigrateDebtFold(t *testing.T) {
 			b.Account, b.Balance, b.NonNegative, epoch)
 	}
 	storetest.CheckDebtFold(t, openURL(t, url))
+}
+
+// TestPoolTooSmall: one connection of the pool listens for wake-ups, so a
+// pool of one could run nothing; Open says so instead of hanging.
+func TestPoolTooSmall(t *testing.T) {
+	u := pgtest.URL(t)
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	_, err := postgres.Open(context.Background(), u+sep+"pool_max_conns=1")
+	if err == nil || !strings.Contains(err.Error(), "at least 2") {
+		t.Fatalf("pool_max_conns=1: %v", err)
+	}
 }
