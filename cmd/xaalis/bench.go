@@ -24,6 +24,7 @@ import (
 
 	"github.com/xaalis/xaalis/internal/bench"
 	xhttp "github.com/xaalis/xaalis/internal/http"
+	"github.com/xaalis/xaalis/internal/postgres"
 	"github.com/xaalis/xaalis/internal/sqlite"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -664,7 +665,7 @@ func dbInfo(ctx context.Context, dbURL string, store xaalis.Store) bench.DBInfo 
 				info.Settings[s] = v
 			}
 		}
-		info.Settings["pool"] = fmt.Sprintf("pgxpool default: at most max(4, NumCPU) = %d connections", max(4, runtime.NumCPU()))
+		info.Settings["pool"] = fmt.Sprintf("the store's default: at most %d connections", postgres.DefaultMaxConns)
 		if u, err := url.Parse(dbURL); err == nil && u.Query().Get("pool_max_conns") != "" {
 			info.Settings["pool"] = "pool_max_conns=" + u.Query().Get("pool_max_conns")
 		}
