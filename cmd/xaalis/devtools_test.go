@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -61,72 +60,6 @@ func (h *hookReceiver) next(t *testing.T) delivery {
 		t.Fatal("no delivery within 20 s")
 		return delivery{}
 	}
-}
-
-// cutProxy forwards TCP to the API; cut closes every connection and
-// refuses new ones until resume.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	paused bool
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			paused := p.paused
-			if !paused {
-				p.conns = append(p.conns, c)
-			}
-			p.mu.Unlock()
-			if paused {
-				c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, up)
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) url() string { return "http://" + p.ln.Addr().String() }
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.paused = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *cutProxy) resume() {
-	p.mu.Lock()
-	p.paused = false
-	p.mu.Unlock()
 }
 
 // listener runs `xaalis listen` until stop, which returns run's error.
@@ -226,8 +159,8 @@ func TestListenAndTrigger(t *testing.T) {
 		s := serve(t, noEnv, serveArgs(db)...)
 		sk, _ := s.demoKeys(t)
 		rc := newHookReceiver(t)
-		proxy := newCutProxy(t, s.apiAddr)
-		l, secret := startListen(t, envOf("XAALIS_API_KEY", sk, "XAALIS_API_BASE", proxy.url()),
+		proxy := testutil.NewCutProxy(t, s.apiAddr)
+		l, secret := startListen(t, envOf("XAALIS_API_KEY", sk, "XAALIS_API_BASE", "http://"+proxy.Addr()),
 			"--forward-to", rc.srv.URL+"/webhooks", "--events", "payment.*")
 		// The secret is the account's listen secret, stable.
 		r := s.do(t, "GET", "/v1/webhooks/listen-secret", sk, "").want(t, 200, "")
@@ -244,9 +177,9 @@ func TestListenAndTrigger(t *testing.T) {
 
 		// The stream is cut; two events happen while listen cannot reach
 		// the server.
-		proxy.cut()
+		proxy.Cut()
 		want := []string{triggerCLI(t, api, "payment.failed"), triggerCLI(t, api, "payment.cancelled")}
-		proxy.resume()
+		proxy.Resume()
 		var got []string
 		for range want {
 			got = append(got, verify(t, rc.next(t), secret).ID)
