@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -187,7 +188,9 @@ func (t *txConn) balanceUpsert() *queued {
 	if len(t.deltas) == 0 {
 		return nil
 	}
-	keys := sortedKeys(t.deltas)
+	keys := sortedKeys(t.deltas, func(a, b balanceKey) int {
+		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.currency, b.currency))
+	})
 	accounts, currencies, amounts, nonNeg := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys)),
 		make([]bool, len(keys))
 	for i, k := range keys {

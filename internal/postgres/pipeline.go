@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -263,20 +265,11 @@ func (b errBatch) Tx() pgx.Tx                       { return nil }
 // balanceKey is one account's balance in one currency.
 type balanceKey struct{ account, currency string }
 
-// sortedKeys returns the keys of m in (account, currency) order: every
-// transaction locks balance rows in that order.
-func sortedKeys(m map[balanceKey]int64) []balanceKey {
-	keys := make([]balanceKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].account != keys[j].account {
-			return keys[i].account < keys[j].account
-		}
-		return keys[i].currency < keys[j].currency
-	})
-	return keys
+// sortedKeys returns the keys of m in compare's order: every transaction
+// writes the hot rows in one fixed order, so that two never wait for each
+// other's rows in opposite orders.
+func sortedKeys[K comparable, V any](m map[K]V, compare func(a, b K) int) []K {
+	return slices.SortedFunc(maps.Keys(m), compare)
 }
 
 // The hot rows a transaction adds to, summed and written at its COMMIT in
@@ -336,15 +329,8 @@ func (t *txConn) hot() []queued {
 		t.quota = nil
 	}
 	if len(t.volumes) > 0 {
-		keys := make([]volumeKey, 0, len(t.volumes))
-		for k := range t.volumes {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if keys[i].scope != keys[j].scope {
-				return keys[i].scope < keys[j].scope
-			}
-			return keys[i].day < keys[j].day
+		keys := sortedKeys(t.volumes, func(a, b volumeKey) int {
+			return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.day, b.day))
 		})
 		scopes, days, amounts := make([]string, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
 		for i, k := range keys {
@@ -357,21 +343,9 @@ func (t *txConn) hot() []queued {
 		t.volumes = nil
 	}
 	if len(t.stats) > 0 {
-		keys := make([]statRow, 0, len(t.stats))
-		for k := range t.stats {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			a, b := keys[i], keys[j]
-			switch {
-			case a.day != b.day:
-				return a.day < b.day
-			case a.metric != b.metric:
-				return a.metric < b.metric
-			case a.key != b.key:
-				return a.key < b.key
-			}
-			return a.shard < b.shard
+		keys := sortedKeys(t.stats, func(a, b statRow) int {
+			return cmp.Or(cmp.Compare(a.day, b.day), cmp.Compare(a.metric, b.metric), cmp.Compare(a.key, b.key),
+				cmp.Compare(a.shard, b.shard))
 		})
 		n := len(keys)
 		days, metrics, ks, shards, counts, amounts := make([]int64, n), make([]string, n), make([]string, n), make([]int32, n),
@@ -389,24 +363,10 @@ func (t *txConn) hot() []queued {
 		t.stats = nil
 	}
 	if len(t.counts) > 0 {
-		keys := make([]countRow, 0, len(t.counts))
-		for k, n := range t.counts {
-			if n != 0 {
-				keys = append(keys, k)
-			}
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			a, b := keys[i], keys[j]
-			switch {
-			case a.merchant != b.merchant:
-				return a.merchant < b.merchant
-			case a.mode != b.mode:
-				return a.mode < b.mode
-			case a.typ != b.typ:
-				return a.typ < b.typ
-			}
-			return a.status < b.status
-		})
+		keys := slices.DeleteFunc(sortedKeys(t.counts, func(a, b countRow) int {
+			return cmp.Or(cmp.Compare(a.merchant, b.merchant), cmp.Compare(a.mode, b.mode), cmp.Compare(a.typ, b.typ),
+				cmp.Compare(a.status, b.status))
+		}), func(k countRow) bool { return t.counts[k] == 0 })
 		if n := len(keys); n > 0 {
 			ms, modes, types, statuses, ns := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
 			for i, k := range keys {
