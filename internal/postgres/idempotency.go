@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/xaalis/xaalis/internal/ledger"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -110,6 +111,9 @@ func quotaShard(c xaalis.Claim) int16 {
 const (
 	quotaExceededCode = "XQ001"
 	claimLostCode     = "XQ002"
+	// overdrawnCode: a checked debit of a merchant's available money
+	// (ledger.go); the message is "<balance> <account> <currency>".
+	overdrawnCode = "XQ003"
 )
 
 // commitRefusal turns the commit of a transaction whose new key went past
@@ -124,6 +128,10 @@ func (t *Tx) commitRefusal(err error) error {
 		return &xaalis.ClaimRefused{Result: xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: t.quotaRetry}}
 	case pe.Code == claimLostCode:
 		return xaalis.ErrClaimLost
+	case pe.Code == overdrawnCode:
+		return t.tx.overdrawn(pe)
+	case pe.Code == "23514" && pe.ConstraintName == nonNegativeCheck:
+		return fmt.Errorf("%w: %s", ledger.ErrNegative, pe.Message)
 	}
 	return nil
 }

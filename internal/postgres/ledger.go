@@ -3,9 +3,9 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,13 +49,15 @@ func deltas(ps []ledger.Posting) []balanceDelta {
 }
 
 // PostEntry writes a journal entry and its postings and adds them to the
-// cached balances. An entry none of whose debits can be refused (credits,
-// debits of accounts without a floor, debts an entry allows) is queued:
-// its rows go with the next statement, and its balance changes, summed
-// with the transaction's others, at COMMIT (a merchant's balance is a hot
-// row: locked for the commit only). An entry with a debit to check is
-// written now, its balances locked, added and checked in one round trip.
-// Any error aborts the transaction: the caller must roll back.
+// cached balances. Its rows go with the next statement; its balance
+// changes are summed with the transaction's others and written at COMMIT,
+// in the same round trip (a merchant's balance is a hot row: locked for
+// the commit only). A debit that may be refused is checked there too:
+// a debit of a merchant's available money in an entry that does not
+// allow debt locks every shard of that balance and raises when the
+// balance it would leave is below zero (the transaction's commit then
+// fails with insufficient_balance); a debit of an account that may never
+// go below zero is refused by the row's CHECK (ledger.ErrNegative).
 func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	if err := e.Validate(); err != nil {
 		return err
@@ -71,140 +73,153 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 		SELECT $1::text, u.line, u.account, u.currency, u.amount
 		FROM unnest($2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u (account, currency, amount, line)`,
 		e.ID, accounts, currencies, amounts)
-	ds := deltas(e.Postings)
-	if !needsCheck(e, ds) {
-		t.tx.addDeltas(ds, e.CreatedAt)
-		return nil
-	}
-	// The transaction's earlier changes first, so that the check sees
-	// them.
-	t.tx.flushDeltas()
-	bAccounts, bCurrencies, bAmounts, bNonNeg := make([]string, len(ds)), make([]string, len(ds)), make([]int64, len(ds)),
-		make([]bool, len(ds))
-	for i, d := range ds {
-		bAccounts[i], bCurrencies[i], bAmounts[i], bNonNeg[i] = d.account, d.currency, d.amount, ledger.NonNegative(d.account)
-	}
-	b := &pgx.Batch{}
-	// Create missing rows at zero, lock every shard of them in deltas
-	// order, then add every delta to shard 0 in one statement: when the
-	// CHECK refuses one row, none is changed. (An upsert would not do: the
-	// CHECK judges the row proposed for insertion, the bare delta.) An
-	// account that may not go below zero has shard 0 only.
-	b.Queue(`INSERT INTO ledger_balances (account, currency, shard, balance, non_negative)
-		SELECT u.account, u.currency, 0, 0, u.non_negative
-		FROM unnest($1::text[], $2::text[], $3::boolean[]) WITH ORDINALITY AS u (account, currency, non_negative, n)
-		ORDER BY u.n
-		ON CONFLICT (account, currency, shard) DO NOTHING`, bAccounts, bCurrencies, bNonNeg)
-	b.Queue(`SELECT 1 FROM ledger_balances
-		WHERE (account, currency) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-		ORDER BY account, currency, shard FOR UPDATE`, bAccounts, bCurrencies)
-	b.Queue(`UPDATE ledger_balances AS b SET balance = b.balance + u.amount, updated_at = $4
-		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u (account, currency, amount)
-		WHERE b.account = u.account AND b.currency = u.currency AND b.shard = 0`, bAccounts, bCurrencies, bAmounts, e.CreatedAt)
-	// The new balances, every shard locked above: a merchant's available
-	// may end below zero only through an entry that allows debt
-	// (ledger.MayOwe).
-	b.Queue(`SELECT account, currency, sum(balance)::bigint FROM ledger_balances
-		WHERE (account, currency) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-		GROUP BY account, currency`, bAccounts, bCurrencies)
-	br := t.tx.SendBatch(ctx, b)
-	err := func() error {
-		for _, op := range []string{"create balances", "lock balances", "update balances"} {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("%s: %w", op, err)
-			}
-		}
-		rows, err := br.Query()
-		if err == nil {
-			err = func() error {
-				defer rows.Close()
-				for rows.Next() {
-					var acc, cur string
-					var bal int64
-					if err := rows.Scan(&acc, &cur, &bal); err != nil {
-						return err
-					}
-					for _, d := range ds {
-						if d.account == acc && d.currency == cur && e.Overdrawn(acc, d.amount, bal) {
-							return fmt.Errorf("%w: entry %s (%s) takes %s to %d %s", ledger.ErrNegative, e.ID, e.Kind, acc, bal, cur)
-						}
-					}
-				}
-				return rows.Err()
-			}()
-		}
-		if err != nil && !errors.Is(err, ledger.ErrNegative) {
-			return fmt.Errorf("read balances: %w", err)
-		}
-		return err
-	}()
-	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == nonNegativeCheck {
-		err = fmt.Errorf("%w: entry %s (%s)", ledger.ErrNegative, e.ID, e.Kind)
-	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("post entry: %w", cerr)
-	}
-	return err
+	t.tx.addEntry(e, deltas(e.Postings))
+	return nil
 }
 
-// needsCheck reports whether one of an entry's debits may be refused: a
-// debit of an account that may not go below zero, or of a merchant's
-// available money in an entry that does not allow debt.
-func needsCheck(e *ledger.Entry, ds []balanceDelta) bool {
-	for _, d := range ds {
-		if d.amount < 0 && (ledger.NonNegative(d.account) || (ledger.MayOwe(d.account) && !e.AllowDebt)) {
-			return true
-		}
-	}
-	return false
+// balanceCheck is a debit of a merchant's available money, checked at
+// COMMIT (or when the balance changes are written earlier, ahead of a
+// LockBalance): the balance it leaves is the balance of the moment plus
+// prefix, the transaction's change to the account up to and including
+// the debit since its changes were last written.
+type balanceCheck struct {
+	prefix int64
+	amount int64 // the debit, > 0
 }
 
-// addDeltas adds an entry's balance changes to those written at COMMIT.
-func (t *txConn) addDeltas(ds []balanceDelta, at time.Time) {
+// addEntry adds an entry's balance changes to those written at COMMIT,
+// and the checks of its debits that may be refused.
+func (t *txConn) addEntry(e *ledger.Entry, ds []balanceDelta) {
 	if t.deltas == nil {
 		t.deltas = map[balanceKey]int64{}
 	}
 	for _, d := range ds {
-		t.deltas[balanceKey{d.account, d.currency}] += d.amount
+		k := balanceKey{d.account, d.currency}
+		t.deltas[k] += d.amount
+		if d.amount < 0 && ledger.MayOwe(d.account) && !e.AllowDebt {
+			if t.checks == nil {
+				t.checks = map[balanceKey][]balanceCheck{}
+			}
+			t.checks[k] = append(t.checks[k], balanceCheck{prefix: t.deltas[k], amount: -d.amount})
+		}
 	}
-	if at.After(t.deltasAt) {
-		t.deltasAt = at
+	if e.CreatedAt.After(t.deltasAt) {
+		t.deltasAt = e.CreatedAt
 	}
 }
 
-// flushDeltas queues the summed balance changes now, ahead of a statement
-// that reads or checks balances.
+// flushDeltas queues the summed balance changes and their checks now,
+// ahead of a statement that reads or locks balances.
 func (t *txConn) flushDeltas() {
-	if q := t.balanceUpsert(); q != nil {
-		t.queued = append(t.queued, *q)
-	}
+	t.queued = append(t.queued, t.balanceStatements()...)
 }
 
-// balanceUpsert is the statement that adds the summed balance changes,
-// rows in (account, currency) order, or nil when there are none. None of
-// them is a debit a floor could refuse (needsCheck), so an upsert is
-// right: the CHECK of a new row judges a delta of zero or more.
-func (t *txConn) balanceUpsert() *queued {
+// balanceStatements are the statements that write the summed balance
+// changes and make their checks, in (account, currency) order, so that two
+// transactions never wait for each other's balance rows in opposite
+// orders; it forgets the sums. Changes that need no check go in one
+// upsert per run of accounts: a credit to the transaction's shard, a
+// debit of a merchant's available money (a debt an entry allows) to shard
+// 0, so that a check that locks the shards it sees misses no debit. An
+// account with a check, or a debit of an account with a floor, is
+// written alone to shard 0: its row created at zero if missing (an
+// upsert would not do: the CHECK judges the row proposed for insertion,
+// the bare delta), every shard locked and the check made, then the sum
+// added.
+func (t *txConn) balanceStatements() []queued {
 	if len(t.deltas) == 0 {
 		return nil
 	}
 	keys := sortedKeys(t.deltas, func(a, b balanceKey) int {
 		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.currency, b.currency))
 	})
-	accounts, currencies, amounts, nonNeg := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys)),
-		make([]bool, len(keys))
-	for i, k := range keys {
-		accounts[i], currencies[i], amounts[i], nonNeg[i] = k.account, k.currency, t.deltas[k], ledger.NonNegative(k.account)
+	var out []queued
+	var run []balanceKey
+	flush := func() {
+		if len(run) > 0 {
+			out = append(out, t.balanceUpsert(run))
+			run = nil
+		}
 	}
-	t.deltas = nil
-	// The transaction's shard of each account; an account with a floor
-	// stays whole (shard 0).
-	return &queued{op: "update balances", sql: `INSERT INTO ledger_balances (account, currency, shard, balance, non_negative, updated_at)
-		SELECT u.account, u.currency, CASE WHEN u.non_negative THEN 0 ELSE $6 END, u.amount, u.non_negative, $5
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::boolean[]) WITH ORDINALITY AS u (account, currency, amount, non_negative, n)
+	for _, k := range keys {
+		d, cs, floor := t.deltas[k], t.checks[k], ledger.NonNegative(k.account)
+		if len(cs) == 0 && (!floor || d >= 0) {
+			run = append(run, k)
+			continue
+		}
+		flush()
+		out = append(out, queued{op: "create balance", sql: `INSERT INTO ledger_balances (account, currency, shard, balance, non_negative)
+			VALUES ($1, $2, 0, 0, $3) ON CONFLICT (account, currency, shard) DO NOTHING`, args: []any{k.account, k.currency, floor}})
+		if len(cs) > 0 {
+			least := cs[0].prefix
+			for _, c := range cs[1:] {
+				least = min(least, c.prefix)
+			}
+			if t.checked == nil {
+				t.checked = map[balanceKey][]balanceCheck{}
+			}
+			t.checked[k] = cs
+			out = append(out, queued{op: "check balance", sql: `SELECT CASE WHEN b.base + $3 < 0
+					THEN xaalis_raise('` + overdrawnCode + `', b.base::text || ' ' || $1 || ' ' || $2) ELSE 0 END
+				FROM (SELECT coalesce(sum(balance), 0)::bigint AS base FROM (SELECT balance FROM ledger_balances
+					WHERE account = $1 AND currency = $2 ORDER BY shard FOR UPDATE) AS s) AS b`,
+				args: []any{k.account, k.currency, least}})
+		}
+		out = append(out, queued{op: "update balance", sql: `UPDATE ledger_balances SET balance = balance + $3, updated_at = $4
+			WHERE account = $1 AND currency = $2 AND shard = 0`, args: []any{k.account, k.currency, d, t.deltasAt}})
+	}
+	flush()
+	t.deltas, t.checks = nil, nil
+	return out
+}
+
+// overdrawn is the insufficient_balance of a check that raised: the
+// first debit of the account that the balance of the moment could not
+// cover.
+func (t *txConn) overdrawn(pe *pgconn.PgError) error {
+	cause := fmt.Errorf("%w: %s", ledger.ErrNegative, pe.Message)
+	f := strings.Fields(pe.Message)
+	if len(f) != 3 {
+		return cause
+	}
+	base, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return cause
+	}
+	for _, c := range t.checked[balanceKey{f[1], f[2]}] {
+		if base+c.prefix < 0 {
+			e := xaalis.InsufficientBalance(xaalis.Currency(f[2]), base+c.prefix+c.amount, c.amount)
+			e.Cause = cause
+			return e
+		}
+	}
+	return cause
+}
+
+// ChecksAtCommit reports that PostEntry's checks are made at COMMIT
+// (xaalis.CommitChecks).
+func (t *Tx) ChecksAtCommit() bool { return true }
+
+// balanceUpsert adds the summed changes of keys, none of which needs a
+// check, rows in keys' order.
+func (t *txConn) balanceUpsert(keys []balanceKey) queued {
+	n := len(keys)
+	accounts, currencies, amounts := make([]string, n), make([]string, n), make([]int64, n)
+	floor, zero := make([]bool, n), make([]bool, n)
+	for i, k := range keys {
+		d := t.deltas[k]
+		accounts[i], currencies[i], amounts[i] = k.account, k.currency, d
+		floor[i] = ledger.NonNegative(k.account)
+		// An account with a floor stays whole (shard 0).
+		zero[i] = floor[i] || (ledger.MayOwe(k.account) && d < 0)
+	}
+	return queued{op: "update balances", sql: `INSERT INTO ledger_balances (account, currency, shard, balance, non_negative, updated_at)
+		SELECT u.account, u.currency, CASE WHEN u.zero THEN 0 ELSE $7 END, u.amount, u.floor, $6
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::boolean[], $5::boolean[])
+			WITH ORDINALITY AS u (account, currency, amount, floor, zero, n)
 		ORDER BY u.n
 		ON CONFLICT (account, currency, shard) DO UPDATE SET balance = ledger_balances.balance + excluded.balance,
-			updated_at = excluded.updated_at`, args: []any{accounts, currencies, amounts, nonNeg, t.deltasAt, t.shard}}
+			updated_at = excluded.updated_at`, args: []any{accounts, currencies, amounts, floor, zero, t.deltasAt, t.shard}}
 }
 
 // LockBalance returns an account's cached balance, creating it at zero,

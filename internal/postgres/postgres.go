@@ -266,6 +266,11 @@ func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 	}()
 	tx := &Tx{tx: t, box: s.box}
 	if err := fn(tx); err != nil {
+		// A check that balance changes written early (ahead of a
+		// LockBalance) made: the same answer as at commit.
+		if r := tx.commitRefusal(err); r != nil {
+			return r
+		}
 		return unavailable(retryable(err))
 	}
 	var tail []queued

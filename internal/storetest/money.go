@@ -286,6 +286,103 @@ func testLedgerConcurrent(t *testing.T, s xaalis.Store) {
 	wantClean(t, s)
 }
 
+// testLedgerCheckedDebits spends one balance from many transactions at
+// once with checked debits alone (no LockBalance): whether the store
+// checks them as they are posted or at commit, exactly the affordable
+// ones commit, the others fail with ledger.ErrNegative, and available
+// never goes below zero.
+func testLedgerCheckedDebits(t *testing.T, s xaalis.Store) {
+	m := NewMerchant(t, s)
+	avail, reserved := account(m, ledger.Available), account(m, ledger.Reserved)
+	mustPost(t, s, newEntry(m, "payment.success", "seed", t0, ledger.Move(clearing, avail, "XOF", 1000)...))
+	var spent, refused atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 25 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := postEntry(s, newEntry(m, "payout.reserve", fmt.Sprint("checked-", i), t0.Add(time.Minute),
+				ledger.Move(avail, reserved, "XOF", 100)...))
+			switch {
+			case err == nil:
+				spent.Add(1)
+			case errors.Is(err, ledger.ErrNegative):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if spent.Load() != 10 || refused.Load() != 15 {
+		t.Fatalf("%d debits committed and %d were refused, want 10 and 15", spent.Load(), refused.Load())
+	}
+	wantBalances(t, s, xaalis.XOF, map[string]int64{avail: 0, reserved: 1000}, t0.Add(time.Minute))
+	wantClean(t, s)
+}
+
+// testLedgerCheckAtCommit: a store that checks debits of available at
+// commit (xaalis.CommitChecks) holds no lock on the balance before it:
+// a second transaction spends the balance while the first is still open,
+// and the first then fails at its commit with insufficient_balance and
+// the figures of the moment. A store that checks as it posts is skipped.
+func testLedgerCheckAtCommit(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	avail, reserved := account(m, ledger.Available), account(m, ledger.Reserved)
+	mustPost(t, s, newEntry(m, "payment.success", "seed", t0, ledger.Move(clearing, avail, "XOF", 1000)...))
+	at := t0.Add(time.Minute)
+	posted := make(chan bool)
+	release := make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.Update(ctx, func(tx xaalis.Tx) error {
+			if c, ok := tx.(xaalis.CommitChecks); !ok || !c.ChecksAtCommit() {
+				posted <- false
+				return nil
+			}
+			// A credit, then a debit the balance covers now but not once
+			// the other transaction has committed.
+			if err := tx.PostEntry(ctx, newEntry(m, "payment.success", "first", at, ledger.Move(clearing, avail, "XOF", 100)...)); err != nil {
+				return err
+			}
+			if err := tx.PostEntry(ctx, newEntry(m, "payout.reserve", "first", at, ledger.Move(avail, reserved, "XOF", 800)...)); err != nil {
+				return err
+			}
+			posted <- true
+			<-release
+			return nil
+		})
+	}()
+	if !<-posted {
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		t.Skip("the store checks debits as they are posted")
+	}
+	second, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := s.Update(second, func(tx xaalis.Tx) error {
+		return tx.PostEntry(second, newEntry(m, "payout.reserve", "second", at, ledger.Move(avail, reserved, "XOF", 700)...))
+	})
+	cancel()
+	close(release)
+	if err != nil {
+		t.Fatalf("the second debit, while the first transaction is open: %v (it must not wait for it)", err)
+	}
+	err = <-first
+	var e *xaalis.Error
+	if !errors.As(err, &e) || e.Code != xaalis.EInsufficientBalance || !errors.Is(err, ledger.ErrNegative) {
+		t.Fatalf("the first transaction's commit: %v, want insufficient_balance caused by ErrNegative", err)
+	}
+	// 300 left by the second, plus the first's own credit of 100.
+	if got := fmt.Sprint(e.Context["currency"], " ", e.Context["available"], " ", e.Context["required"]); got != "XOF 4.00 8.00" {
+		t.Fatalf("figures: %s, want XOF 4.00 8.00 (400 and 800 minor units)", got)
+	}
+	wantNoEntries(t, s, "first")
+	wantBalances(t, s, xaalis.XOF, map[string]int64{avail: 300, reserved: 700}, at)
+	wantClean(t, s)
+}
+
 // testLedgerConcurrentCross posts, from many transactions at once, entries
 // that name the same accounts in opposite orders: balance rows are locked
 // in one order whatever the postings' order, so none deadlocks.

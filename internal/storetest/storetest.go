@@ -41,6 +41,8 @@ func Run(t *testing.T, open Opener) {
 	t.Run("LockBalance", func(t *testing.T) { t.Parallel(); testLockBalance(t, open(t)) })
 	t.Run("LedgerConcurrent", func(t *testing.T) { t.Parallel(); testLedgerConcurrent(t, open(t)) })
 	t.Run("LedgerConcurrentCross", func(t *testing.T) { t.Parallel(); testLedgerConcurrentCross(t, open(t)) })
+	t.Run("LedgerCheckedDebits", func(t *testing.T) { t.Parallel(); testLedgerCheckedDebits(t, open(t)) })
+	t.Run("LedgerCheckAtCommit", func(t *testing.T) { t.Parallel(); testLedgerCheckAtCommit(t, open(t)) })
 	t.Run("TransactionMoneyColumns", func(t *testing.T) { t.Parallel(); testTransactionMoneyColumns(t, open(t)) })
 	t.Run("RefundedAmount", func(t *testing.T) { t.Parallel(); testRefundedAmount(t, open(t)) })
 	t.Run("TransactionByIdempotencyKey", func(t *testing.T) { t.Parallel(); testTransactionByIdempotencyKey(t, open(t)) })

@@ -173,18 +173,28 @@ func netShares(t *Transaction, items []*SplitItem, fee Amount) []int64 {
 // reserve moves money of a merchant from available to reserved, after
 // checking under lock that available covers it: payouts, payout requests.
 // It returns insufficient_balance (context currency, available, required),
-// also while available is negative (a debt).
+// also while available is negative (a debt). A store that checks such a
+// debit when the transaction commits (CommitChecks) is not asked to lock
+// the balance now: its commit fails with the same error.
 func (a *App) reserve(ctx context.Context, tx Tx, mode Mode, merchantID string, amt Amount, kind, refType, refID string) error {
-	avail, err := tx.LockBalance(ctx, account(mode, merchantID, ledger.Available), amt.Currency)
-	if err != nil {
-		return fmt.Errorf("lock balance: %w", err)
-	}
-	if avail < amt.Minor {
-		return E(EInsufficientBalance, "currency", string(amt.Currency),
-			"available", units(Amount{Minor: avail, Currency: amt.Currency}), "required", units(amt))
+	if c, ok := tx.(CommitChecks); !ok || !c.ChecksAtCommit() {
+		avail, err := tx.LockBalance(ctx, account(mode, merchantID, ledger.Available), amt.Currency)
+		if err != nil {
+			return fmt.Errorf("lock balance: %w", err)
+		}
+		if avail < amt.Minor {
+			return InsufficientBalance(amt.Currency, avail, amt.Minor)
+		}
 	}
 	return a.post(ctx, tx, mode, merchantID, kind, refType, refID,
 		ledger.Move(account(mode, merchantID, ledger.Available), account(mode, merchantID, ledger.Reserved), string(amt.Currency), amt.Minor))
+}
+
+// InsufficientBalance is the insufficient_balance of a debit of required
+// minor units from an available balance of available.
+func InsufficientBalance(cur Currency, available, required int64) *Error {
+	return E(EInsufficientBalance, "currency", string(cur), "available", units(Amount{Minor: available, Currency: cur}),
+		"required", units(Amount{Minor: required, Currency: cur}))
 }
 
 // reserveOwed moves money the merchant owes from available to reserved

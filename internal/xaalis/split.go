@@ -204,8 +204,7 @@ func (a *App) creditSplits(ctx context.Context, tx Tx, pay *Transaction, items [
 		return err
 	}
 	if avail < sum {
-		return E(EInsufficientBalance, "currency", string(cur), "available", units(Amount{Minor: avail, Currency: cur}),
-			"required", units(Amount{Minor: sum, Currency: cur}))
+		return InsufficientBalance(cur, avail, sum)
 	}
 	postings := []ledger.Posting{{Account: account(pay.Mode, pay.MerchantID, ledger.Available), Currency: string(cur), Amount: -sum}}
 	now := a.now()

@@ -138,6 +138,17 @@ type Store interface {
 	PurgeIdempotency(ctx context.Context, now time.Time) (int64, error)
 }
 
+// CommitChecks is a Tx that checks the debits of a merchant's available
+// money when the transaction commits, not when they are posted: its
+// Update fails with insufficient_balance (context currency, available,
+// required) when one would leave the balance below zero. PostgreSQL does:
+// a merchant's balance is a hot row, and a lock taken at the debit would
+// be held, and make every other payout of the merchant wait, until the
+// commit; taken at the commit, it is held for the commit's own round trip.
+type CommitChecks interface {
+	ChecksAtCommit() bool
+}
+
 // Tx is one write transaction.
 type Tx interface {
 	WebhookTx
@@ -193,7 +204,11 @@ type Tx interface {
 	// PostEntry writes a journal entry and updates the cached balances of
 	// its accounts. It returns ledger.ErrUnbalanced for an entry that does
 	// not sum to zero and ledger.ErrNegative when a non-negative account
-	// (ledger.NonNegative) would go below zero; the caller rolls back.
+	// (ledger.NonNegative) would go below zero, or a merchant's available
+	// money without the entry's leave (ledger.Entry.Overdrawn); the caller
+	// rolls back. A store may make that check when the transaction commits
+	// (CommitChecks): its Update then fails with insufficient_balance,
+	// whose cause is ledger.ErrNegative.
 	PostEntry(ctx context.Context, e *ledger.Entry) error
 	// LockBalance locks an account's cached balance for this transaction
 	// (creating it at zero) and returns it: concurrent transactions that
