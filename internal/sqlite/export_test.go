@@ -77,3 +77,11 @@ func (s *Store) IntegrityCheck(t testing.TB) string {
 	}
 	return out
 }
+
+// LookupQueries are the lookups of a merchant's record by id or reference,
+// for the test of their query plans.
+var LookupQueries = map[string]string{
+	"transactions":    lookupTxQuery,
+	"disputes":        lookupDisputeQuery,
+	"payout_requests": lookupPayoutRequestQuery,
+}

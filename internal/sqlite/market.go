@@ -57,9 +57,10 @@ func evidenceJSON(ev []string) (string, error) {
 // Dispute returns one of the merchant's disputes by id or reference, in
 // either mode.
 func (s *Store) Dispute(ctx context.Context, merchantID, key string) (*xaalis.Dispute, error) {
-	return scanDispute(s.read.QueryRowContext(ctx, `SELECT `+disputeColumns+` FROM disputes
-		WHERE merchant_id = ? AND (id = ? OR reference = ?)`, merchantID, key, key).Scan)
+	return scanDispute(s.read.QueryRowContext(ctx, lookupDisputeQuery, merchantID, key, key).Scan)
 }
+
+const lookupDisputeQuery = `SELECT ` + disputeColumns + ` FROM disputes WHERE ` + byKey + `(id = ? OR reference = ?)`
 
 // Disputes lists one page of a merchant's disputes in a mode, newest
 // first, and the total; status "" is all.

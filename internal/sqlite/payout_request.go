@@ -36,9 +36,10 @@ func queryPRs(ctx context.Context, q querier, query string, args ...any) ([]*xaa
 // PayoutRequest returns one of the merchant's payout requests by id or
 // reference, in either mode.
 func (s *Store) PayoutRequest(ctx context.Context, merchantID, key string) (*xaalis.PayoutRequest, error) {
-	return scanPR(s.read.QueryRowContext(ctx, `SELECT `+prColumns+` FROM payout_requests
-		WHERE merchant_id = ? AND (id = ? OR reference = ?)`, merchantID, key, key).Scan)
+	return scanPR(s.read.QueryRowContext(ctx, lookupPayoutRequestQuery, merchantID, key, key).Scan)
 }
+
+const lookupPayoutRequestQuery = `SELECT ` + prColumns + ` FROM payout_requests WHERE ` + byKey + `(id = ? OR reference = ?)`
 
 // PayoutRequests returns the merchant's latest payout requests in a mode,
 // newest first.

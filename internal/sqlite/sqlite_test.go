@@ -214,3 +214,37 @@ func TestSeedKeepsForeignKeys(t *testing.T) {
 		t.Fatal("a transaction of no merchant was inserted after the seed: foreign keys are off")
 	}
 }
+
+// TestLookupPlans: a merchant's record found by id or reference is found
+// through the keys' own indexes, never by reading every record of the
+// merchant. Without the "+merchant_id" of these lookups SQLite searched
+// the merchant's list index (no statistics told it better), so that a
+// status call cost a read of all of a merchant's payments.
+func TestLookupPlans(t *testing.T) {
+	_, path := openPath(t)
+	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for table, q := range sqlite.LookupQueries {
+		rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, "m", "k", "k", "k")
+		if err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		all := strings.Join(plan, "; ")
+		if !strings.Contains(all, "MULTI-INDEX OR") || strings.Contains(all, "(merchant_id=?)") || strings.Contains(all, "SCAN "+table) {
+			t.Errorf("%s: plan %q, want a search of each key's index", table, all)
+		}
+	}
+}

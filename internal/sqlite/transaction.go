@@ -105,10 +105,18 @@ func (s *Store) Transaction(ctx context.Context, merchantID, id string) (*xaalis
 
 // LookupTransactions finds transactions by id, reference or merchant_ref.
 func (s *Store) LookupTransactions(ctx context.Context, merchantID, key string) ([]*xaalis.Transaction, error) {
-	return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
-		WHERE merchant_id = ? AND (id = ? OR reference = ? OR merchant_ref = ?) ORDER BY created_at`,
-		merchantID, key, key, key)
+	return queryTxs(ctx, s.read, lookupTxQuery, merchantID, key, key, key)
 }
+
+// byKey is the condition of a lookup of a merchant's record by id or
+// reference (and more). "+merchant_id" keeps SQLite from searching the
+// merchant's index and reading every record of the merchant (without
+// statistics it preferred that to the keys' own indexes: a status call
+// read all of a merchant's payments); the keys' indexes find the rows.
+const byKey = `+merchant_id = ? AND `
+
+const lookupTxQuery = `SELECT ` + txColumns + ` FROM transactions
+		WHERE ` + byKey + `(id = ? OR reference = ? OR merchant_ref = ?) ORDER BY created_at`
 
 // TransactionByProviderRef finds a transaction by the provider's id.
 func (s *Store) TransactionByProviderRef(ctx context.Context, mode xaalis.Mode, provider, ref string) (*xaalis.Transaction, error) {
