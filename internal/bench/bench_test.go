@@ -79,6 +79,24 @@ func TestOpenLoopCountsQueueing(t *testing.T) {
 	}
 }
 
+// An open loop sends through MaxInFlight workers: a slow server makes
+// requests wait (late, and measured so), never opens more at once.
+func TestOpenLoopBoundsInFlight(t *testing.T) {
+	var in, most atomic.Int64
+	r := Run(context.Background(), Load{Rate: 2000, Duration: 100 * time.Millisecond, MaxInFlight: 8},
+		func(ctx context.Context, seq int64) Outcome {
+			n := in.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(10 * time.Millisecond)
+			in.Add(-1)
+			return Outcome{OK: true}
+		})
+	if r.Requests != 200 || most.Load() > 8 || most.Load() < 2 {
+		t.Fatalf("requests %d, at most %d in flight; want 200 and at most 8", r.Requests, most.Load())
+	}
+}
+
 func TestPhonesAreValidAndDistinct(t *testing.T) {
 	seen := map[string]bool{}
 	for seq := int64(0); seq < 5000; seq++ {

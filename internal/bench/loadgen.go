@@ -29,8 +29,9 @@ type Load struct {
 	Duration    time.Duration
 	MaxRequests int64
 	Warmup      time.Duration
-	// MaxInFlight bounds open-loop requests in flight (0: 4096). A request
-	// waiting for a slot is late, and its latency counts the wait.
+	// MaxInFlight bounds open-loop requests in flight (0: 256): that many
+	// workers send them. A request waiting for a worker is late, and its
+	// latency counts the wait.
 	MaxInFlight int
 	// OnMeasure, when set, runs as the measured phase starts (after the
 	// warmup).
@@ -163,15 +164,50 @@ func closedLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *r
 	return time.Since(start)
 }
 
+// defaultMaxInFlight is the open loop's workers when Load.MaxInFlight is
+// 0: many times what a rate the server sustains keeps in flight (rate ×
+// latency: about 15 at 0.7 × this machine's saturation), so a stall of
+// the server queues requests, late and measured so, rather than making
+// the generator open a connection and a goroutine for each. With one of
+// each per request (up to 4,096), a stall of a few milliseconds at
+// 10,000 requests a second set off thousands of new connections, and the
+// generator, on the server's CPUs, could no longer send at the rate.
+const defaultMaxInFlight = 256
+
+// openLoop sends request i at start + i/Rate, whatever the answers'
+// speed: MaxInFlight workers take the requests due, in order. A request
+// no worker is free for waits, and its latency, from its intended send
+// time, counts the wait.
 func openLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *recorder) time.Duration {
-	maxIn := load.MaxInFlight
-	if maxIn <= 0 {
-		maxIn = 4096
+	workers := load.MaxInFlight
+	if workers <= 0 {
+		workers = defaultMaxInFlight
 	}
-	slots := make(chan struct{}, maxIn)
+	type due struct {
+		n        int64
+		intended time.Time
+	}
+	queue := make(chan due, 1<<16)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range queue {
+				out := op(ctx, d.n)
+				if rec != nil {
+					// From the intended send time: a late send is the
+					// server's delay too.
+					rec.add(sample{lat: time.Since(d.intended), out: out})
+				}
+			}
+		}()
+	}
 	interval := time.Duration(float64(time.Second) / load.Rate)
 	start := time.Now()
-	var wg sync.WaitGroup
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
 	for i := int64(0); ctx.Err() == nil; i++ {
 		if load.MaxRequests > 0 && i >= load.MaxRequests {
 			break
@@ -180,31 +216,21 @@ func openLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *rec
 		if intended.Sub(start) >= load.Duration {
 			break
 		}
+		// Every request already due goes at once; the timer only waits
+		// for the next one not yet due.
 		if d := time.Until(intended); d > 0 {
+			timer.Reset(d)
 			select {
-			case <-time.After(d):
+			case <-timer.C:
 			case <-ctx.Done():
 			}
 		}
 		select {
-		case slots <- struct{}{}:
+		case queue <- due{seq.Add(1) - 1, intended}:
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func(n int64, intended time.Time) {
-			defer wg.Done()
-			defer func() { <-slots }()
-			out := op(ctx, n)
-			if rec != nil {
-				// From the intended send time: a late send is the
-				// server's delay too.
-				rec.add(sample{lat: time.Since(intended), out: out})
-			}
-		}(seq.Add(1)-1, intended)
 	}
+	close(queue)
 	wg.Wait()
 	return time.Since(start)
 }
