@@ -724,8 +724,9 @@ func checkStore(t *testing.T, b backend, j *journal, f *figures) {
 // the order its entries were written: an entry other than a refund's or a
 // dispute's may never leave it below zero, nor deeper below. (Exact on
 // SQLite, whose single writer writes in commit order; on PostgreSQL every
-// debit of available locks it first, so the order of writing is the order
-// of debits, and credits can only seem earlier than they were.)
+// debit of available is written once it holds the balance's lock (a
+// payout's at its commit, after its check), so the order of writing is
+// the order of debits, and credits can only seem earlier than they were.)
 func checkDebtOnlyFromRefunds(t *testing.T, v *verifier) {
 	t.Helper()
 	order := "e.rowid, p.line"

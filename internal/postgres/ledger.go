@@ -67,13 +67,21 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	for i, p := range e.Postings {
 		accounts[i], currencies[i], amounts[i] = p.Account, p.Currency, p.Amount
 	}
-	t.tx.later("insert ledger entry", `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID, e.CreatedAt)
-	t.tx.later("insert ledger postings", `INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
+	rows := []queued{{op: "insert ledger entry", sql: `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, args: []any{e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID, e.CreatedAt}},
+		{op: "insert ledger postings", sql: `INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
 		SELECT $1::text, u.line, u.account, u.currency, u.amount
 		FROM unnest($2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u (account, currency, amount, line)`,
-		e.ID, accounts, currencies, amounts)
-	t.tx.addEntry(e, deltas(e.Postings))
+			args: []any{e.ID, accounts, currencies, amounts}}}
+	if t.tx.addEntry(e, deltas(e.Postings)) {
+		// An entry with a checked debit is written after its check has
+		// locked the balance: entries that lower a merchant's available
+		// money are numbered (ledger_entries.seq) in the order they took
+		// effect, as every other debit of it, which locks it first.
+		t.tx.checkedRows = append(t.tx.checkedRows, rows...)
+		return nil
+	}
+	t.tx.queued = append(t.tx.queued, rows...)
 	return nil
 }
 
@@ -88,8 +96,9 @@ type balanceCheck struct {
 }
 
 // addEntry adds an entry's balance changes to those written at COMMIT,
-// and the checks of its debits that may be refused.
-func (t *txConn) addEntry(e *ledger.Entry, ds []balanceDelta) {
+// and the checks of its debits that may be refused; it reports whether
+// the entry has one.
+func (t *txConn) addEntry(e *ledger.Entry, ds []balanceDelta) (checked bool) {
 	if t.deltas == nil {
 		t.deltas = map[balanceKey]int64{}
 	}
@@ -101,11 +110,13 @@ func (t *txConn) addEntry(e *ledger.Entry, ds []balanceDelta) {
 				t.checks = map[balanceKey][]balanceCheck{}
 			}
 			t.checks[k] = append(t.checks[k], balanceCheck{prefix: t.deltas[k], amount: -d.amount})
+			checked = true
 		}
 	}
 	if e.CreatedAt.After(t.deltasAt) {
 		t.deltasAt = e.CreatedAt
 	}
+	return checked
 }
 
 // flushDeltas queues the summed balance changes and their checks now,
@@ -127,7 +138,7 @@ func (t *txConn) flushDeltas() {
 // the bare delta), every shard locked and the check made, then the sum
 // added.
 func (t *txConn) balanceStatements() []queued {
-	if len(t.deltas) == 0 {
+	if len(t.deltas) == 0 && len(t.checkedRows) == 0 {
 		return nil
 	}
 	keys := sortedKeys(t.deltas, func(a, b balanceKey) int {
@@ -169,7 +180,8 @@ func (t *txConn) balanceStatements() []queued {
 			WHERE account = $1 AND currency = $2 AND shard = 0`, args: []any{k.account, k.currency, d, t.deltasAt}})
 	}
 	flush()
-	t.deltas, t.checks = nil, nil
+	out = append(out, t.checkedRows...)
+	t.deltas, t.checks, t.checkedRows = nil, nil, nil
 	return out
 }
 

@@ -58,6 +58,8 @@ type txConn struct {
 	// checks are the debits of deltas to check when they are written;
 	// checked, those sent, to tell an insufficient balance's figures.
 	checks, checked map[balanceKey][]balanceCheck
+	// checkedRows are the rows of entries with a check, written after it.
+	checkedRows []queued
 	// shard is the shard of the split hot rows (migration 00013) this
 	// transaction adds to.
 	shard int16
@@ -216,7 +218,7 @@ func (t *txConn) commit(ctx context.Context, tail ...queued) error {
 // rollback ends a transaction that failed. When it cannot, the connection
 // is closed rather than returned to the pool in a transaction.
 func (t *txConn) rollback(ctx context.Context) {
-	t.queued, t.quota, t.volumes, t.stats, t.counts, t.deltas, t.checks = nil, nil, nil, nil, nil, nil, nil
+	t.queued, t.quota, t.volumes, t.stats, t.counts, t.deltas, t.checks, t.checkedRows = nil, nil, nil, nil, nil, nil, nil, nil
 	if !t.begun || t.c.Conn().PgConn().TxStatus() == 'I' {
 		return // nothing began, or it ended (a COMMIT that failed rolls back)
 	}
