@@ -3,55 +3,14 @@ package checkout
 import (
 	"html/template"
 	"net/url"
-	"strconv"
 	"strings"
 
+	"github.com/xaalis/xaalis/internal/locale"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// Spaces of amounts: groups of three digits are separated by a narrow
-// no-break space (French and SI usage, read the same in English), and the
-// currency code is kept on the line of its amount by a no-break space.
-const (
-	groupSep    = "\u202f"
-	currencySep = "\u00a0"
-)
-
-// formatAmount writes an amount for people: "5 000 XOF", "1 234 567 XOF",
-// "12,50 EUR" in French and "12.50 EUR" in English. Whole amounts show no
-// decimals.
-func formatAmount(a xaalis.Amount, l lang) string {
-	m := a.Minor
-	neg := m < 0
-	if neg {
-		m = -m
-	}
-	units := strconv.FormatInt(m/100, 10)
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range units {
-		if i > 0 && (len(units)-i)%3 == 0 {
-			b.WriteString(groupSep)
-		}
-		b.WriteRune(c)
-	}
-	if frac := m % 100; frac != 0 {
-		if l == langEN {
-			b.WriteByte('.')
-		} else {
-			b.WriteByte(',')
-		}
-		if frac < 10 {
-			b.WriteByte('0')
-		}
-		b.WriteString(strconv.FormatInt(frac, 10))
-	}
-	b.WriteString(currencySep)
-	b.WriteString(string(a.Currency))
-	return b.String()
-}
+// formatAmount writes an amount for people (locale.Amount).
+func formatAmount(a xaalis.Amount, l lang) string { return locale.Amount(a, locale.Lang(l)) }
 
 // providerNames are the names payers know the providers by.
 var providerNames = map[string]string{

@@ -3,8 +3,8 @@ package checkout
 import (
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/xaalis/xaalis/internal/locale"
 )
 
 // lang is a language of the page: "fr" or "en".
@@ -15,20 +15,10 @@ const (
 	langEN lang = "en"
 )
 
-// defaultLang is French, the language of the region.
-const defaultLang = langFR
-
 // parseLang accepts "fr" and "en" (any case, with a region: "fr-SN").
 func parseLang(s string) (lang, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if i := strings.IndexAny(s, "-_"); i >= 0 {
-		s = s[:i]
-	}
-	switch lang(s) {
-	case langFR, langEN:
-		return lang(s), true
-	}
-	return "", false
+	l, ok := locale.Parse(s)
+	return lang(l), ok
 }
 
 // pickLang chooses the page's language: ?lang=fr|en, else the request's
@@ -41,55 +31,15 @@ func pickLang(r *http.Request) lang {
 	return acceptLang(r.Header.Get("Accept-Language"))
 }
 
-// acceptLang reads an Accept-Language header: the weight of French and of
-// English is the weight of their best entry; French wins ties.
-func acceptLang(header string) lang {
-	if len(header) > 1024 {
-		header = header[:1024]
-	}
-	best := map[lang]float64{langFR: -1, langEN: -1}
-	for _, part := range strings.Split(header, ",") {
-		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		l, ok := parseLang(tag)
-		if !ok {
-			continue
-		}
-		q := 1.0
-		for _, p := range strings.Split(params, ";") {
-			k, v, found := strings.Cut(strings.TrimSpace(p), "=")
-			if found && strings.EqualFold(strings.TrimSpace(k), "q") {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && f <= 1 {
-					q = f
-				} else {
-					q = 0
-				}
-			}
-		}
-		if q > 0 && q > best[l] {
-			best[l] = q
-		}
-	}
-	if best[langEN] > best[langFR] {
-		return langEN
-	}
-	return defaultLang
-}
+// acceptLang reads an Accept-Language header (locale.Accept): French
+// unless English is strictly preferred.
+func acceptLang(header string) lang { return lang(locale.Accept(header)) }
 
 // other is the language the switch link offers.
-func (l lang) other() lang {
-	if l == langEN {
-		return langFR
-	}
-	return langEN
-}
+func (l lang) other() lang { return lang(locale.Lang(l).Other()) }
 
 // Name is the language's name in itself, for the switch link.
-func (l lang) Name() string {
-	if l == langEN {
-		return "English"
-	}
-	return "Français"
-}
+func (l lang) Name() string { return locale.Lang(l).Name() }
 
 // T translates a message key. A missing key shows as "!missing(key)", which
 // the tests look for.

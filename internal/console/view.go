@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xaalis/xaalis/internal/ledger"
+	"github.com/xaalis/xaalis/internal/locale"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -91,45 +92,8 @@ type txRows struct {
 	Merchants map[string]*xaalis.Merchant
 }
 
-// Spaces of amounts: groups of three digits are separated by a narrow
-// no-break space, the currency is kept on its amount's line.
-const (
-	groupSep    = "\u202f"
-	currencySep = "\u00a0"
-)
-
-// formatAmount writes "5 000 XOF", "12,50 EUR" (French) or "12.50 EUR".
-func formatAmount(a xaalis.Amount, l lang) string {
-	m := a.Minor
-	neg := m < 0
-	if neg {
-		m = -m
-	}
-	units := strconv.FormatInt(m/100, 10)
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range units {
-		if i > 0 && (len(units)-i)%3 == 0 {
-			b.WriteString(groupSep)
-		}
-		b.WriteRune(c)
-	}
-	if frac := m % 100; frac != 0 {
-		if l == langEN {
-			b.WriteByte('.')
-		} else {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%02d", frac)
-	}
-	if a.Currency != "" {
-		b.WriteString(currencySep)
-		b.WriteString(string(a.Currency))
-	}
-	return b.String()
-}
+// formatAmount writes an amount for people (locale.Amount).
+func formatAmount(a xaalis.Amount, l lang) string { return locale.Amount(a, locale.Lang(l)) }
 
 // formatTime writes a time in UTC, to the second.
 func formatTime(t time.Time) string {
@@ -260,15 +224,8 @@ const (
 )
 
 func parseLang(s string) (lang, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if i := strings.IndexAny(s, "-_"); i >= 0 {
-		s = s[:i]
-	}
-	switch lang(s) {
-	case langFR, langEN:
-		return lang(s), true
-	}
-	return "", false
+	l, ok := locale.Parse(s)
+	return lang(l), ok
 }
 
 // pickLang chooses the language: the switch's cookie, else the
@@ -283,50 +240,13 @@ func pickLang(r *http.Request) lang {
 	return acceptOnly(r.Header.Get("Accept-Language"))
 }
 
-// acceptOnly reads an Accept-Language header.
-func acceptOnly(h string) lang {
-	if len(h) > 1024 {
-		h = h[:1024]
-	}
-	best := map[lang]float64{langFR: -1, langEN: -1}
-	for _, part := range strings.Split(h, ",") {
-		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		l, ok := parseLang(tag)
-		if !ok {
-			continue
-		}
-		q := 1.0
-		if k, v, found := strings.Cut(strings.TrimSpace(params), "="); found && strings.EqualFold(strings.TrimSpace(k), "q") {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && f <= 1 {
-				q = f
-			} else {
-				q = 0
-			}
-		}
-		if q > 0 && q > best[l] {
-			best[l] = q
-		}
-	}
-	if best[langEN] > best[langFR] {
-		return langEN
-	}
-	return langFR
-}
+// acceptOnly reads an Accept-Language header (locale.Accept).
+func acceptOnly(h string) lang { return lang(locale.Accept(h)) }
 
-func (l lang) other() lang {
-	if l == langEN {
-		return langFR
-	}
-	return langEN
-}
+func (l lang) other() lang { return lang(locale.Lang(l).Other()) }
 
 // Name is the language's name in itself.
-func (l lang) Name() string {
-	if l == langEN {
-		return "English"
-	}
-	return "Français"
-}
+func (l lang) Name() string { return locale.Lang(l).Name() }
 
 // T translates a message key; a missing key shows as "!missing(key)",
 // which the tests look for.
