@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -54,7 +55,7 @@ func TestBrowserConsole(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", chromiumPath, err)
 	}
-	eachBackend(t, func(t *testing.T, bk backend) {
+	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
 		for _, vp := range viewports {
 			t.Run(fmt.Sprintf("%dx%d", vp.w, vp.h), func(t *testing.T) {
 				walkConsole(t, bk, vp.w, vp.h, vp.mobile)
@@ -63,13 +64,13 @@ func TestBrowserConsole(t *testing.T) {
 	})
 }
 
-func walkConsole(t *testing.T, bk backend, width, height int64, mobile bool) {
+func walkConsole(t *testing.T, bk testutil.Backend, width, height int64, mobile bool) {
 	start := time.Now()
-	e := newEnv(t, bk.open(t), withDispatcher)
+	e := newEnv(t, bk.Open(t), withDispatcher)
 	ctx0 := context.Background()
 	dir := artifactsDir(t)
 	size := fmt.Sprintf("%dx%d", width, height)
-	prefix := "console-" + strings.ToLower(bk.name) + "-" + size + "-"
+	prefix := "console-" + strings.ToLower(bk.Name) + "-" + size + "-"
 
 	// The merchant's webhook receiver counts deliveries.
 	var hooks atomic.Int32
@@ -334,7 +335,7 @@ func walkConsole(t *testing.T, bk backend, width, height int64, mobile bool) {
 		}
 	}
 	mu.Unlock()
-	t.Logf("browser walk (%s, %s) took %s", bk.name, size, time.Since(start).Round(time.Millisecond))
+	t.Logf("browser walk (%s, %s) took %s", bk.Name, size, time.Since(start).Round(time.Millisecond))
 }
 
 // waitFor polls cond for up to 15 s.

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
 // TestSignIn: the sign-in form, a refused token, the session cookie's
 // attributes, the headers of every page, idle expiry and a revoked token.
 func TestSignIn(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk backend) {
-		e := newEnv(t, bk.open(t))
+	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
+		e := newEnv(t, bk.Open(t))
 		b := e.browser()
 
 		// Not signed in: to the sign-in page, then back where asked.
@@ -102,7 +103,7 @@ func TestSignIn(t *testing.T) {
 
 // TestSignInTLS: over TLS the session cookie is Secure.
 func TestSignInTLS(t *testing.T) {
-	e := newEnv(t, backends[0].open(t), withTLS)
+	e := newEnv(t, testutil.Backends[0].Open(t), withTLS)
 	b := e.browser()
 	ok := b.signIn(e.token)
 	if set := setCookie(ok.header, "xaalis_console"); ok.status != http.StatusSeeOther || set == nil || !set.Secure {
@@ -114,8 +115,8 @@ func TestSignInTLS(t *testing.T) {
 // database; past the limit even the right token is refused until the
 // window ends.
 func TestSignInThrottle(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk backend) {
-		e := newEnv(t, bk.open(t))
+	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
+		e := newEnv(t, bk.Open(t))
 		// Freeze the window's start so that the test cannot cross it.
 		e.clock.t = e.clock.Now().Truncate(xaalis.SignInWindow).Add(time.Minute)
 		b := e.browser()
@@ -137,8 +138,8 @@ func TestSignInThrottle(t *testing.T) {
 // TestCrossSite: a form posted from another origin, or without the
 // session's CSRF token, changes nothing.
 func TestCrossSite(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk backend) {
-		e := newEnv(t, bk.open(t))
+	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
+		e := newEnv(t, bk.Open(t))
 		e.pay("order-1", 20000)
 		pr := e.payoutRequest(5000)
 		b := e.browser()
@@ -190,8 +191,8 @@ func TestCrossSite(t *testing.T) {
 // each one calls the App command and is audited under the signed-in
 // token; every page renders in both languages.
 func TestConsoleActions(t *testing.T) {
-	eachBackend(t, func(t *testing.T, bk backend) {
-		e := newEnv(t, bk.open(t))
+	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
+		e := newEnv(t, bk.Open(t))
 		ctx := context.Background()
 		pay := e.pay("order-42", 30000)
 		payB, err := e.app.Store.Transaction(ctx, "", pay["id"].(string))

@@ -11,7 +11,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,48 +20,15 @@ import (
 
 	"github.com/xaalis/xaalis/api"
 	xhttp "github.com/xaalis/xaalis/internal/http"
-	"github.com/xaalis/xaalis/internal/postgres"
-	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/provider"
-	"github.com/xaalis/xaalis/internal/sqlite"
 	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/webhook"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// backend opens a fresh store; every console test runs on each.
-type backend struct {
-	name string
-	open func(t *testing.T) xaalis.Store
-}
-
-var backends = []backend{
-	{"SQLite", func(t *testing.T) xaalis.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
-	{"PostgreSQL", func(t *testing.T) xaalis.Store {
-		s, err := postgres.Open(context.Background(), pgtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
-}
-
-func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			f(t, b)
-		})
-	}
-}
+// eachBackend runs f as a parallel subtest per backend: every console
+// test runs on each.
+var eachBackend = testutil.EachBackend
 
 // clock is the time the App sees; tests move it.
 type clock struct {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 	"github.com/xaalis/xaalis/pkg/client"
 	"github.com/xaalis/xaalis/pkg/webhook"
@@ -197,11 +198,11 @@ func countPayments(t *testing.T, c *client.Client) int {
 // TestRetriesOneKey: a call's retries carry its one Idempotency-Key, so a
 // payment whose answer was lost is made once.
 func TestRetriesOneKey(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testutil.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			f := &faults{}
-			s := newServer(t, b.open(t), f.wrap)
+			s := newServer(t, b.Open(t), f.wrap)
 			ctx := context.Background()
 			c := fast(s, s.keys.SecretTest)
 			for i, plan := range [][]string{
@@ -432,12 +433,12 @@ func TestListen(t *testing.T) {
 // TestPrecheck: Payments.Precheck reads the verdicts, per provider and for
 // the payer, sends no Idempotency-Key and creates nothing.
 func TestPrecheck(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testutil.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var sent []string
-			s := newServer(t, b.open(t), func(h http.Handler) http.Handler {
+			s := newServer(t, b.Open(t), func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if r.URL.Path == "/v1/payments/precheck" {
 						mu.Lock()

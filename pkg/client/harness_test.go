@@ -6,16 +6,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/xaalis/xaalis/api"
 	xhttp "github.com/xaalis/xaalis/internal/http"
-	"github.com/xaalis/xaalis/internal/postgres"
-	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/provider"
-	"github.com/xaalis/xaalis/internal/sqlite"
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -26,37 +23,8 @@ type server struct {
 	keys xaalis.MerchantKeys
 }
 
-type backend struct {
-	name string
-	open func(t *testing.T) xaalis.Store
-}
-
-var backends = []backend{
-	{"SQLite", func(t *testing.T) xaalis.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
-	{"PostgreSQL", func(t *testing.T) xaalis.Store {
-		s, err := postgres.Open(context.Background(), pgtest.URL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}},
-}
-
 func eachBackend(t *testing.T, f func(t *testing.T, s *server)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			f(t, newServer(t, b.open(t), nil))
-		})
-	}
+	testutil.EachBackend(t, func(t *testing.T, b testutil.Backend) { f(t, newServer(t, b.Open(t), nil)) })
 }
 
 // newServer serves the API over store; wrap, when set, wraps its handler
