@@ -26,9 +26,9 @@ type balanceDelta struct {
 	amount            int64
 }
 
-// deltas sums an entry's postings per account and currency, sorted so
-// that concurrent entries lock balance rows in one order (no deadlock
-// between two entries touching the same accounts).
+// deltas sums an entry's postings per account and currency: a debit to
+// check is the entry's net change of the account. (The rows are locked
+// in one order at commit, balanceStatements.)
 func deltas(ps []ledger.Posting) []balanceDelta {
 	var out []balanceDelta
 	for _, p := range ps {
@@ -39,12 +39,6 @@ func deltas(ps []ledger.Posting) []balanceDelta {
 			out[i].amount += p.Amount
 		}
 	}
-	slices.SortFunc(out, func(a, b balanceDelta) int {
-		if c := strings.Compare(a.account, b.account); c != 0 {
-			return c
-		}
-		return strings.Compare(a.currency, b.currency)
-	})
 	return out
 }
 
