@@ -324,21 +324,15 @@ func TestMetrics(t *testing.T) {
 // ledger check's problem; the screenshots go to the artifacts folder.
 func consoleOverview(t *testing.T, s *server, db, backend, receiverURL string) {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", chromiumPath, err)
+	if _, err := os.Stat(testutil.ChromiumPath); err != nil {
+		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", testutil.ChromiumPath, err)
 	}
 	var tok struct{ Token string }
 	if err := json.Unmarshal([]byte(mustCLI(t, noEnv, "operator", "token", "create", "--database-url", db, "--name", "noc", "--json")), &tok); err != nil || tok.Token == "" {
 		t.Fatalf("operator token: %v %+v", err, tok)
 	}
-	dir := os.Getenv("XAALIS_ARTIFACTS_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath), chromedp.Headless,
+	dir := testutil.ArtifactsDir(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(testutil.ChromiumPath), chromedp.Headless,
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.Flag("lang", "en-GB"), chromedp.Flag("accept-lang", "en-GB,en"), chromedp.UserDataDir(t.TempDir()))
@@ -401,6 +395,3 @@ func consoleOverview(t *testing.T, s *server, db, backend, receiverURL string) {
 		t.Logf("screenshot: %s (%d bytes)", path, len(buf))
 	}
 }
-
-// chromiumPath is Debian's Chromium, which CI installs.
-const chromiumPath = "/usr/bin/chromium"

@@ -16,31 +16,15 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
-
-// chromiumPath is Debian's Chromium, which CI installs.
-const chromiumPath = "/usr/bin/chromium"
-
-// artifactsDir is where screenshots go: $XAALIS_ARTIFACTS_DIR (kept by
-// CI), else a temporary directory.
-func artifactsDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("XAALIS_ARTIFACTS_DIR")
-	if dir == "" {
-		return t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // TestBrowserCheckout walks the hosted page end to end in a real browser:
 // choose a provider, the OTP step, success, the return to the merchant.
 func TestBrowserCheckout(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", chromiumPath, err)
+	if _, err := os.Stat(testutil.ChromiumPath); err != nil {
+		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", testutil.ChromiumPath, err)
 	}
 	start := time.Now()
 	e := newEnv(t, "Boutique Thiès")
@@ -65,10 +49,10 @@ func TestBrowserCheckout(t *testing.T) {
 	if p.Status != xaalis.StatusInitiated || p.Provider != "" {
 		t.Fatalf("created: %s %q", p.Status, p.Provider)
 	}
-	dir := artifactsDir(t)
+	dir := testutil.ArtifactsDir(t)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
+		chromedp.ExecPath(testutil.ChromiumPath),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,

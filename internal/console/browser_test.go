@@ -20,23 +20,6 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// chromiumPath is Debian's Chromium, which CI installs.
-const chromiumPath = "/usr/bin/chromium"
-
-// artifactsDir is where screenshots go: $XAALIS_ARTIFACTS_DIR (kept by
-// CI), else a temporary directory.
-func artifactsDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("XAALIS_ARTIFACTS_DIR")
-	if dir == "" {
-		return t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // viewports are the screens the console is walked on: a laptop and a
 // phone.
 var viewports = []struct {
@@ -52,8 +35,8 @@ var viewports = []struct {
 // posted from another site refused. Screenshots go to the artifacts
 // folder.
 func TestBrowserConsole(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", chromiumPath, err)
+	if _, err := os.Stat(testutil.ChromiumPath); err != nil {
+		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", testutil.ChromiumPath, err)
 	}
 	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
 		for _, vp := range viewports {
@@ -68,7 +51,7 @@ func walkConsole(t *testing.T, bk testutil.Backend, width, height int64, mobile 
 	start := time.Now()
 	e := newEnv(t, bk.Open(t), withDispatcher)
 	ctx0 := context.Background()
-	dir := artifactsDir(t)
+	dir := testutil.ArtifactsDir(t)
 	size := fmt.Sprintf("%dx%d", width, height)
 	prefix := "console-" + strings.ToLower(bk.Name) + "-" + size + "-"
 
@@ -100,7 +83,7 @@ func walkConsole(t *testing.T, bk testutil.Backend, width, height int64, mobile 
 	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
+		chromedp.ExecPath(testutil.ChromiumPath),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,

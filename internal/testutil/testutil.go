@@ -65,3 +65,21 @@ func SharedKeyring(t testing.TB) *secrets.Keyring {
 	}
 	return shared.k
 }
+
+// ChromiumPath is Debian's Chromium, which CI installs for the browser
+// tests.
+const ChromiumPath = "/usr/bin/chromium"
+
+// ArtifactsDir is where a test leaves screenshots: $XAALIS_ARTIFACTS_DIR
+// (kept by CI), else a temporary directory.
+func ArtifactsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("XAALIS_ARTIFACTS_DIR")
+	if dir == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
