@@ -53,6 +53,8 @@ type Store struct {
 	bg         context.Context // ends at Close
 	stop       context.CancelFunc
 	listening  sync.WaitGroup
+	// wakeChannel is this schema's NOTIFY channel (wakeChannel).
+	wakeChannel string
 }
 
 var _ xaalis.Store = (*Store)(nil)
@@ -80,12 +82,13 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	schema, err := migrate(ctx, pool)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.Background())
-	st := &Store{pool: &db{pool}, bg: bg, stop: stop}
+	st := &Store{pool: &db{pool}, bg: bg, stop: stop, wakeChannel: wakeChannel(schema)}
 	st.nextShard.Store(mrand.Int32N(hotShards))
 	return st, nil
 }
@@ -105,37 +108,38 @@ func (s *Store) connShard(conn *pgx.Conn) int16 {
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns.
 var DefaultMaxConns int32 = 16
 
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+// migrate applies the migrations and returns the schema they went to.
+func migrate(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	// goose's advisory lock is database-wide; keying it by schema lets
 	// installations (and tests) in separate schemas migrate side by side,
 	// while processes sharing a schema still take turns.
 	var schema *string
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		return fmt.Errorf("read current schema: %w", err)
+		return "", fmt.Errorf("read current schema: %w", err)
 	}
 	if schema == nil {
-		return errors.New("migrations: no schema of the search_path exists")
+		return "", errors.New("migrations: no schema of the search_path exists")
 	}
 	h := fnv.New64a()
 	h.Write([]byte("xaalis migrations\x00" + *schema))
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64())), lock.WithLockTimeout(1, 300))
 	if err != nil {
-		return fmt.Errorf("migration lock: %w", err)
+		return "", fmt.Errorf("migration lock: %w", err)
 	}
 	sub, err := fs.Sub(migrations, "migration")
 	if err != nil {
-		return err
+		return "", err
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() // leaves the pool open
 	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker))
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return "", fmt.Errorf("migrations: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
+		return "", fmt.Errorf("apply migrations: %w", err)
 	}
-	return nil
+	return *schema, nil
 }
 
 // Close closes the pool.
@@ -146,8 +150,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// wakeChannel is the NOTIFY channel of wake-ups.
-const wakeChannel = "xaalis_wake"
+// wakeChannel is the NOTIFY channel of the wake-ups of the installation
+// in schema. Channels are database-wide: installations (and tests) in
+// other schemas of the same database must not wake this one's dispatcher.
+func wakeChannel(schema string) string {
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	return fmt.Sprintf("xaalis_wake_%016x", h.Sum64())
+}
 
 // Subscribe returns a channel that receives after commits, in any process
 // on this database, that made work of a kind in w due: commits NOTIFY, and
@@ -180,7 +190,7 @@ func (s *Store) listenOnce1(ctx context.Context) error {
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `LISTEN `+wakeChannel); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+s.wakeChannel); err != nil {
 		conn.Conn().Close(ctx)
 		return err
 	}
@@ -275,9 +285,9 @@ func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 	}
 	var tail []queued
 	if tx.wake != 0 {
-		// Delivered at commit, to every process listening.
-		tail = append(tail, queued{op: "notify", sql: `SELECT pg_notify('` + wakeChannel + `', $1)`,
-			args: []any{strconv.Itoa(int(tx.wake))}})
+		// Delivered at commit, to every process listening on this schema.
+		tail = append(tail, queued{op: "notify", sql: `SELECT pg_notify($1, $2)`,
+			args: []any{s.wakeChannel, strconv.Itoa(int(tx.wake))}})
 	}
 	if err := t.commit(ctx, tail...); err != nil {
 		if r := tx.commitRefusal(err); r != nil {

@@ -252,3 +252,37 @@ func TestPoolTooSmall(t *testing.T) {
 		t.Fatalf("pool_max_conns=1: %v", err)
 	}
 }
+
+// TestWakeBySchema: wake-ups reach the processes of one installation (one
+// schema), and only them. NOTIFY channels are database-wide: with one
+// channel for all, a commit in another schema of the same database (another
+// installation, a parallel test) woke this one's dispatcher.
+func TestWakeBySchema(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	a, same, other := openURL(t, url), openURL(t, url), openURL(t, pgtest.URL(t))
+	sameC, otherC := same.Subscribe(xaalis.WakeDeliveries), other.Subscribe(xaalis.WakeDeliveries)
+	// A listener signals once when it connects; let both settle.
+	for _, c := range []<-chan struct{}{sameC, otherC} {
+		for settled := false; !settled; {
+			select {
+			case <-c:
+			case <-time.After(300 * time.Millisecond):
+				settled = true
+			}
+		}
+	}
+	if err := a.Update(ctx, func(tx xaalis.Tx) error { tx.Wake(xaalis.WakeDeliveries); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sameC:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit did not wake another process on the same schema")
+	}
+	select {
+	case <-otherC:
+		t.Fatal("a commit woke a store on another schema of the database")
+	case <-time.After(500 * time.Millisecond):
+	}
+}
