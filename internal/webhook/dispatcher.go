@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -49,7 +50,8 @@ type Dispatcher struct {
 	// Jitter places a retry within ±10 % of its wait (nil: random).
 	Jitter func() float64
 	// Wake, when set, starts a round at once (deliveries committed); the
-	// poll of Run stays, for retries coming due and missed wake-ups.
+	// poll of Run stays, for missed wake-ups and for the retries of other
+	// dispatchers. Retries this one scheduled wake Run when they come due.
 	Wake <-chan struct{}
 	// RetryScale multiplies every wait of the retry Schedule (0 or 1: the
 	// documented schedule). Tests and demos shrink it (0.001: 60 ms,
@@ -59,6 +61,60 @@ type Dispatcher struct {
 	once   sync.Once
 	policy *Policy
 	sender *Sender
+
+	// retries are the times of the retries this dispatcher scheduled,
+	// earliest first: Run sends each when it comes due rather than at the
+	// first poll after it, which came up to a whole interval late.
+	retryMu sync.Mutex
+	retries timeHeap
+}
+
+// maxRetryTimes bounds the retry times a dispatcher remembers; past it,
+// the poll finds the others.
+const maxRetryTimes = 4096
+
+// timeHeap is a min-heap of times (container/heap).
+type timeHeap []time.Time
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}
+
+// retryAt remembers a retry this dispatcher scheduled.
+func (d *Dispatcher) retryAt(at time.Time) {
+	d.retryMu.Lock()
+	defer d.retryMu.Unlock()
+	if d.retries.Len() < maxRetryTimes {
+		heap.Push(&d.retries, at)
+	}
+}
+
+// nextRetry forgets the retries due at a round that started at start (it
+// claimed them) and tells how long until the next one, when it comes
+// before the poll (within every). A retry that came due during the round
+// waits 0.
+func (d *Dispatcher) nextRetry(start time.Time, every time.Duration) (time.Duration, bool) {
+	d.retryMu.Lock()
+	defer d.retryMu.Unlock()
+	for d.retries.Len() > 0 && !d.retries[0].After(start) {
+		heap.Pop(&d.retries)
+	}
+	if d.retries.Len() == 0 {
+		return 0, false
+	}
+	// A millisecond past it, so that the claim finds it due.
+	wait := d.retries[0].Sub(d.now()) + time.Millisecond
+	if wait >= every {
+		return 0, false
+	}
+	return max(wait, 0), true
 }
 
 func (d *Dispatcher) init() {
@@ -177,6 +233,7 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		start := d.now()
 		n, err := d.RunOnce(ctx, DefaultBatch)
 		if err != nil && ctx.Err() == nil {
 			d.logger().Error("webhook deliveries", "err", err)
@@ -187,11 +244,23 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 		if n >= DefaultBatch && err == nil {
 			continue
 		}
+		var due <-chan time.Time
+		var timer *time.Timer
+		if wait, ok := d.nextRetry(start, every); ok {
+			timer = time.NewTimer(wait)
+			due = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-t.C:
 		case <-d.Wake:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -328,6 +397,9 @@ func (d *Dispatcher) record(ctx context.Context, dl *xaalis.Delivery, a *xaalis.
 	if err := d.Store.RecordAttempt(rctx, dl, a); err != nil {
 		d.logger().Error("webhook delivery: record attempt", "delivery", dl.ID, "err", err)
 		return err
+	}
+	if dl.Status == xaalis.DeliveryPending {
+		d.retryAt(dl.NextAttemptAt)
 	}
 	return nil
 }

@@ -666,3 +666,32 @@ func TestDispatcherRetryScale(t *testing.T) {
 		t.Fatalf("requests %+v", got)
 	}
 }
+
+// TestDispatcherRunWakesForRetries: Run sends a retry it scheduled itself
+// when it comes due, not at its next poll (here an hour away, and no
+// wake-up comes).
+func TestDispatcherRunWakesForRetries(t *testing.T) {
+	f := newFixture(t)
+	rcv := newReceiver(t, f.clock, func(n int) int {
+		if n == 1 {
+			return 500
+		}
+		return 200
+	})
+	ep := f.endpoint(rcv.srv.URL+"/hook", xaalis.Format20260601)
+	f.event(ep, ep.URL, xaalis.Format20260601)
+	d := f.dispatcher()
+	d.Now = time.Now // the timer waits in real time
+	d.RetryScale = 0.001
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx, time.Hour); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(rcv.requests()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d attempts: the retry due 60 ms after the first waited for the poll", len(rcv.requests()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
