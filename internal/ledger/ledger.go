@@ -136,19 +136,30 @@ func Move(from, to, currency string, amount int64) []Posting {
 
 // Problem is one finding of a ledger check.
 type Problem struct {
-	// Kind is "unbalanced_entry" or "balance_mismatch".
+	// Kind is "unbalanced_entry", "balance_mismatch" or "count_mismatch".
 	Kind     string
 	EntryID  string
 	Account  string
 	Currency string
-	// Cached and Posted are the cached balance and the sum of postings.
+	// Cached and Posted are the cached balance and the sum of postings;
+	// for a count_mismatch, the cached count and the rows counted.
 	Cached int64
 	Posted int64
+	// Counted is what a count_mismatch counts: "merchant mode type
+	// status" of the transactions.
+	Counted string
 }
 
+// CountMismatch is the Kind of a cached count of transactions (the
+// lists' total_count reads it) that differs from the rows it counts.
+const CountMismatch = "count_mismatch"
+
 func (p Problem) String() string {
-	if p.Kind == "unbalanced_entry" {
+	switch p.Kind {
+	case "unbalanced_entry":
 		return fmt.Sprintf("entry %s sums to %d %s", p.EntryID, p.Posted, p.Currency)
+	case CountMismatch:
+		return fmt.Sprintf("transactions %s: cached count %d, rows %d", p.Counted, p.Cached, p.Posted)
 	}
 	return fmt.Sprintf("account %s (%s): cached balance %d, postings sum to %d", p.Account, p.Currency, p.Cached, p.Posted)
 }
@@ -159,6 +170,6 @@ func Sort(ps []Problem) {
 		if ps[i].Kind != ps[j].Kind {
 			return ps[i].Kind < ps[j].Kind
 		}
-		return ps[i].EntryID+ps[i].Account < ps[j].EntryID+ps[j].Account
+		return ps[i].EntryID+ps[i].Account+ps[i].Counted < ps[j].EntryID+ps[j].Account+ps[j].Counted
 	})
 }

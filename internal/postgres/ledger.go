@@ -294,8 +294,9 @@ func (s *Store) Balances(ctx context.Context, accounts []string, currency xaalis
 	return out, newest, nil
 }
 
-// CheckLedger finds entries that do not sum to zero and cached balances
-// that differ from the sum of their postings.
+// CheckLedger finds entries that do not sum to zero, cached balances that
+// differ from the sum of their postings and cached counts of transactions
+// that differ from the rows.
 func (s *Store) CheckLedger(ctx context.Context) ([]ledger.Problem, error) {
 	var out []ledger.Problem
 	rows, err := s.pool.Query(ctx, `SELECT entry_id, currency, sum(amount)::bigint FROM ledger_postings
@@ -336,6 +337,11 @@ func (s *Store) CheckLedger(ctx context.Context) ([]ledger.Problem, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("check balances: %w", err)
 	}
+	counts, err := s.checkCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, counts...)
 	ledger.Sort(out)
 	return out, nil
 }
@@ -374,4 +380,23 @@ func (s *Store) Entries(ctx context.Context, refID string) ([]*ledger.Entry, err
 		return nil, fmt.Errorf("list entries: %w", err)
 	}
 	return out, nil
+}
+
+// checkCounts compares the cached counts of transactions (the lists'
+// total_count, summed over their shards) with the rows, in one statement:
+// one snapshot.
+func (s *Store) checkCounts(ctx context.Context) ([]ledger.Problem, error) {
+	return queryAll(ctx, s.pool, "check transaction counts", func(op string, r interface{ Scan(...any) error }) (ledger.Problem, error) {
+		p := ledger.Problem{Kind: ledger.CountMismatch}
+		var merchant, mode, typ, status string
+		if err := r.Scan(&merchant, &mode, &typ, &status, &p.Cached, &p.Posted); err != nil {
+			return p, fmt.Errorf("%s: %w", op, err)
+		}
+		p.Counted = merchant + " " + mode + " " + typ + " " + status
+		return p, nil
+	}, `SELECT merchant_id, mode, type, status, sum(cached)::bigint, sum(counted)::bigint FROM (
+			SELECT merchant_id, mode, type, status, n AS cached, 0::bigint AS counted FROM transaction_counts
+			UNION ALL
+			SELECT merchant_id, mode, type, status, 0, count(*) FROM transactions GROUP BY merchant_id, mode, type, status
+		) AS c GROUP BY merchant_id, mode, type, status HAVING sum(cached) <> sum(counted)`)
 }

@@ -200,8 +200,9 @@ func (s *Store) Balances(ctx context.Context, accounts []string, currency xaalis
 	return out, newest, nil
 }
 
-// CheckLedger finds entries that do not sum to zero and cached balances
-// that differ from the sum of their postings.
+// CheckLedger finds entries that do not sum to zero, cached balances that
+// differ from the sum of their postings and cached counts of transactions
+// that differ from the rows.
 func (s *Store) CheckLedger(ctx context.Context) ([]ledger.Problem, error) {
 	var out []ledger.Problem
 	rows, err := s.read.QueryContext(ctx, `SELECT entry_id, currency, sum(amount) FROM ledger_postings
@@ -242,6 +243,11 @@ func (s *Store) CheckLedger(ctx context.Context) ([]ledger.Problem, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("check balances: %w", err)
 	}
+	counts, err := checkCounts(ctx, s.read)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, counts...)
 	ledger.Sort(out)
 	return out, nil
 }
@@ -278,4 +284,22 @@ func (s *Store) Entries(ctx context.Context, refID string) ([]*ledger.Entry, err
 		return nil, fmt.Errorf("list entries: %w", err)
 	}
 	return out, nil
+}
+
+// checkCounts compares the cached counts of transactions (the lists'
+// total_count) with the rows, in one statement: one snapshot.
+func checkCounts(ctx context.Context, q querier) ([]ledger.Problem, error) {
+	return queryAll(ctx, q, "check transaction counts", func(sc func(...any) error) (ledger.Problem, error) {
+		p := ledger.Problem{Kind: ledger.CountMismatch}
+		var merchant, mode, typ, status string
+		if err := sc(&merchant, &mode, &typ, &status, &p.Cached, &p.Posted); err != nil {
+			return p, fmt.Errorf("check transaction counts: %w", err)
+		}
+		p.Counted = merchant + " " + mode + " " + typ + " " + status
+		return p, nil
+	}, `SELECT merchant_id, mode, type, status, sum(cached), sum(counted) FROM (
+			SELECT merchant_id, mode, type, status, n AS cached, 0 AS counted FROM transaction_counts
+			UNION ALL
+			SELECT merchant_id, mode, type, status, 0, count(*) FROM transactions GROUP BY merchant_id, mode, type, status
+		) GROUP BY merchant_id, mode, type, status HAVING sum(cached) <> sum(counted)`)
 }

@@ -459,6 +459,17 @@ func LedgerCorruption(t *testing.T, s xaalis.Store, exec func(query string) erro
 		ledger.Problem{Kind: "balance_mismatch", Account: "test:stray", Currency: "XOF", Posted: 40},
 		ledger.Problem{Kind: "unbalanced_entry", EntryID: e1.ID, Currency: "XOF", Posted: 40},
 	)
+	// A cached count of transactions (a list's total_count) that is not
+	// the rows': one payment, counted three times.
+	insertTx(t, s, newPayment(m, xaalis.ModeTest, "counted", t0))
+	run(`UPDATE transaction_counts SET n = n + 2 WHERE merchant_id = '` + m.ID + `' AND n = 1`)
+	check(
+		ledger.Problem{Kind: "balance_mismatch", Account: "test:ghost", Currency: "XOF", Cached: 5},
+		ledger.Problem{Kind: "balance_mismatch", Account: avail, Currency: "XOF", Cached: 607, Posted: 600},
+		ledger.Problem{Kind: "balance_mismatch", Account: "test:stray", Currency: "XOF", Posted: 40},
+		ledger.Problem{Kind: ledger.CountMismatch, Counted: m.ID + " test payment initiated", Cached: 3, Posted: 1},
+		ledger.Problem{Kind: "unbalanced_entry", EntryID: e1.ID, Currency: "XOF", Posted: 40},
+	)
 }
 
 // newChild builds a payout or refund of merchant m, not yet stored.

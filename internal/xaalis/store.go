@@ -87,7 +87,8 @@ type Store interface {
 	// an account without postings) and when the newest of them changed.
 	Balances(ctx context.Context, accounts []string, currency Currency) (map[string]int64, time.Time, error)
 	// CheckLedger compares every cached balance with the sum of its
-	// postings and every entry's sum with zero; it returns the differences.
+	// postings, every entry's sum with zero and every cached count of
+	// transactions with the rows; it returns the differences.
 	CheckLedger(ctx context.Context) ([]ledger.Problem, error)
 	// Entries returns the ledger entries a record caused, in order.
 	Entries(ctx context.Context, refID string) ([]*ledger.Entry, error)
