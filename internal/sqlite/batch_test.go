@@ -11,13 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xaalis/xaalis/internal/storetest"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
 // TestBatchFailingCommand holds the writer while four commands queue, so
 // that they run in one batch: the ones that succeed commit, a constraint
 // violation and a refusal each get their own error, and nothing of theirs
-// (rows, counter deltas) is kept.
+// (rows, stat and volume deltas, Idempotency-Keys counted against the
+// quota) is kept. The quota of 2 keys is exact inside the batch: the last
+// command's key is the second counted, and a key claimed after the batch
+// is the third.
 func TestBatchFailingCommand(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
@@ -25,6 +29,7 @@ func TestBatchFailingCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	m := storetest.NewMerchant(t, s)
 
 	if err := s.Update(ctx, func(xtx xaalis.Tx) error {
 		_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES ('taken', x'01')`)
@@ -40,10 +45,21 @@ func TestBatchFailingCommand(t *testing.T) {
 	<-held
 	batches := s.w.batches.Load()
 
-	day := xaalis.VolumeDay(time.Now())
+	now := time.Now()
+	day := xaalis.VolumeDay(now)
+	claim := func(key string) xaalis.Claim {
+		return xaalis.Claim{Scope: xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: key},
+			Fingerprint: []byte("fp"), Token: key, Now: now, Lease: time.Minute, QuotaLimit: 2, QuotaWindow: time.Hour}
+	}
 	put := func(name string) func(xaalis.Tx) error {
 		return func(xtx xaalis.Tx) error {
+			if r, err := xtx.ClaimIdempotency(ctx, claim(name)); err != nil || r.Outcome != xaalis.ClaimAcquired {
+				return fmt.Errorf("claim %s: %+v %w", name, r, err)
+			}
 			if err := xtx.AddStats(ctx, day, 0, xaalis.StatDelta{Metric: "test", Key: name, Count: 1}); err != nil {
+				return err
+			}
+			if err := xtx.AddVolume(ctx, []string{"test:" + name, "test:all"}, day, 100); err != nil {
 				return err
 			}
 			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, x'01')`, name)
@@ -69,13 +85,14 @@ func TestBatchFailingCommand(t *testing.T) {
 	}
 	errs := make([]error, len(cmds))
 	var wg sync.WaitGroup
+	// Queued one after the other, so the batch runs them in this order.
 	for i, c := range cmds {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = s.Update(ctx, c.fn) }()
-	}
-	for deadline := time.Now().Add(10 * time.Second); len(s.w.queue) < len(cmds); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d commands queued, want %d", len(s.w.queue), len(cmds))
+		for deadline := time.Now().Add(10 * time.Second); len(s.w.queue) < i+1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d commands queued, want %d", len(s.w.queue), i+1)
+			}
 		}
 	}
 	close(release)
@@ -121,6 +138,30 @@ func TestBatchFailingCommand(t *testing.T) {
 	}
 	if len(counted) != 2 || counted["first"] != 1 || counted["last"] != 1 {
 		t.Fatalf("counters: %v, want first and last once each", counted)
+	}
+	volumes := map[string]int64{}
+	rows, err = s.readDB.QueryContext(ctx, `SELECT scope, amount FROM volume_counters WHERE scope LIKE 'test:%' AND day = ?`, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var sc string
+		var n int64
+		if err := rows.Scan(&sc, &n); err != nil {
+			t.Fatal(err)
+		}
+		volumes[sc] = n
+	}
+	rows.Close()
+	if want := map[string]int64{"test:first": 100, "test:last": 100, "test:all": 200}; fmt.Sprint(volumes) != fmt.Sprint(want) {
+		t.Fatalf("volumes: %v, want %v", volumes, want)
+	}
+	var claimed int
+	if err := s.readDB.QueryRowContext(ctx, `SELECT count FROM idempotency_quota WHERE merchant_id = ?`, m.ID).Scan(&claimed); err != nil || claimed != 2 {
+		t.Fatalf("keys counted against the quota: %d %v, want 2", claimed, err)
+	}
+	if r, err := s.ClaimIdempotency(ctx, claim("after")); err != nil || r.Outcome != xaalis.ClaimQuotaExceeded {
+		t.Fatalf("a third key after the batch: %+v %v, want the quota exceeded", r, err)
 	}
 }
 

@@ -123,17 +123,86 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 	// Only a key this claim made counts against the quota.
 	if c.QuotaLimit > 0 {
 		start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
-		var n int
-		if err := tx.QueryRowContext(ctx, `INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, count)
-			VALUES (?, ?, ?, ?, 1) ON CONFLICT (merchant_id, mode, key_type, window_start) DO UPDATE SET count = count + 1
-			RETURNING count`, c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, micros(start)).Scan(&n); err != nil {
-			return xaalis.ClaimResult{}, fmt.Errorf("count idempotency quota: %w", err)
+		n, err := t.countQuota(ctx, quotaKey{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, micros(start)})
+		if err != nil {
+			return xaalis.ClaimResult{}, err
 		}
 		if n > c.QuotaLimit {
 			return xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: start.Add(c.QuotaWindow).Sub(c.Now)}, nil
 		}
 	}
 	return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
+}
+
+// quotaKey is one row of idempotency_quota: a scope's keys claimed in one
+// window.
+type quotaKey struct {
+	merchantID string
+	mode       xaalis.Mode
+	keyType    xaalis.KeyType
+	window     int64
+}
+
+// quotaBatch counts the keys that a writer batch's commands claim. The
+// counts are exact: the batch holds SQLite's one write lock, so the
+// stored count read once is the count until the batch commits; the
+// batch adds the claims of its committed commands to it, once, before its
+// COMMIT, instead of one upsert a claim on the same hot row.
+type quotaBatch struct {
+	stored  map[quotaKey]int // read once a batch
+	pending map[quotaKey]int // claims of the batch's committed commands
+}
+
+func newQuotaBatch() *quotaBatch {
+	return &quotaBatch{stored: map[quotaKey]int{}, pending: map[quotaKey]int{}}
+}
+
+// countQuota counts one more key claimed in k's window and returns the
+// window's count with it.
+func (t *Tx) countQuota(ctx context.Context, k quotaKey) (int, error) {
+	if t.quota == nil {
+		var n int
+		if err := t.tx.QueryRowContext(ctx, `INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, count)
+			VALUES (?, ?, ?, ?, 1) ON CONFLICT (merchant_id, mode, key_type, window_start) DO UPDATE SET count = count + 1
+			RETURNING count`, k.merchantID, k.mode, k.keyType, k.window).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count idempotency quota: %w", err)
+		}
+		return n, nil
+	}
+	stored, ok := t.quota.stored[k]
+	if !ok {
+		err := t.tx.QueryRowContext(ctx, `SELECT count FROM idempotency_quota
+			WHERE merchant_id = ? AND mode = ? AND key_type = ? AND window_start = ?`,
+			k.merchantID, k.mode, k.keyType, k.window).Scan(&stored)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("read idempotency quota: %w", err)
+		}
+		t.quota.stored[k] = stored
+	}
+	if t.claims == nil {
+		t.claims = map[quotaKey]int{}
+	}
+	t.claims[k]++
+	return stored + t.quota.pending[k] + t.claims[k], nil
+}
+
+// merge counts the claims of a committed command.
+func (b *quotaBatch) merge(claims map[quotaKey]int) {
+	for k, n := range claims {
+		b.pending[k] += n
+	}
+}
+
+// write adds the batch's claims to their windows' rows.
+func (b *quotaBatch) write(ctx context.Context, q querier) error {
+	for k, n := range b.pending {
+		if _, err := q.ExecContext(ctx, `INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, count)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (merchant_id, mode, key_type, window_start) DO UPDATE SET count = count + excluded.count`,
+			k.merchantID, k.mode, k.keyType, k.window, n); err != nil {
+			return fmt.Errorf("count idempotency quota: %w", err)
+		}
+	}
+	return nil
 }
 
 var errQuota = errors.New("idempotency quota exceeded")

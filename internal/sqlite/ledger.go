@@ -61,22 +61,16 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	// The balances first: when the CHECK refuses one row, the statement
-	// changes none, and the entry is not written either (rows created at
-	// zero stay, and agree with their postings).
-	// Create missing rows at zero, then add every delta in one statement.
-	// (An upsert would not do: the CHECK judges the row proposed for
-	// insertion, the bare delta.)
+	// The balances first, in one UPDATE of the rows that exist (every
+	// account but an entry's first): when the CHECK refuses one row, the
+	// statement changes none, and the entry is not written either. The
+	// accounts that have no row yet are then inserted holding their delta,
+	// a row that the CHECK judges whole. (An upsert of every account would
+	// not do: on a conflict the CHECK judges the row proposed for
+	// insertion, the bare delta, not the sum.)
 	ds := deltas(e.Postings)
-	args := make([]any, 0, 5*len(e.Postings))
-	for _, d := range ds {
-		args = append(args, d.account, d.currency, boolInt(ledger.NonNegative(d.account)))
-	}
-	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_balances (account, currency, non_negative, balance)
-		VALUES `+values(len(ds), 3, ", 0")+` ON CONFLICT DO NOTHING`, args...); err != nil {
-		return fmt.Errorf("create balances: %w", err)
-	}
-	args = append(args[:0], micros(e.CreatedAt))
+	args := make([]any, 0, 1+3*len(ds))
+	args = append(args, micros(e.CreatedAt))
 	for _, d := range ds {
 		args = append(args, d.account, d.currency, d.amount)
 	}
@@ -86,16 +80,24 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 		FROM (VALUES `+values(len(ds), 3, "")+`) AS d
 		WHERE ledger_balances.account = d.column1 AND ledger_balances.currency = d.column2
 		RETURNING ledger_balances.account, ledger_balances.currency, ledger_balances.balance`, args...)
+	var after []balanceRow
 	if err == nil {
-		err = checkOverdraft(e, ds, rows)
+		after, err = scanBalances(rows, len(ds))
+	}
+	if err == nil && len(after) < len(ds) {
+		after, err = t.createBalances(ctx, e, ds, after)
+	}
+	if err == nil {
+		err = checkOverdraft(e, ds, after)
 	}
 	if isNonNegativeViolation(err) {
-		return fmt.Errorf("%w: entry %s (%s)", ledger.ErrNegative, e.ID, e.Kind)
+		err = fmt.Errorf("%w: entry %s (%s)", ledger.ErrNegative, e.ID, e.Kind)
 	}
 	if errors.Is(err, ledger.ErrNegative) {
-		// The statement changed the balances before their check: take the
-		// deltas back, so that a caller that goes on after the refusal
-		// finds the balances as they were (no entry was written).
+		// The balances may have changed before the refusal (the UPDATE
+		// before an insert or a check refused): take the deltas back, so
+		// that a caller that goes on after the refusal finds the balances
+		// as they were (no entry was written; a row created holds zero).
 		if _, uerr := t.tx.ExecContext(ctx, `UPDATE ledger_balances SET balance = balance - d.column3
 			FROM (VALUES `+values(len(ds), 3, "")+`) AS d
 			WHERE ledger_balances.account = d.column1 AND ledger_balances.currency = d.column2`, args[1:]...); uerr != nil {
@@ -122,24 +124,61 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	return nil
 }
 
-// checkOverdraft reads an entry's new balances and refuses
-// (ledger.ErrNegative) a debit that leaves a merchant's available below
-// zero in an entry that does not allow debt.
-func checkOverdraft(e *ledger.Entry, ds []balanceDelta, rows *sql.Rows) error {
+// balanceRow is a cached balance after an entry's deltas.
+type balanceRow struct {
+	account, currency string
+	balance           int64
+}
+
+// scanBalances reads the rows an UPDATE … RETURNING account, currency,
+// balance gave back.
+func scanBalances(rows *sql.Rows, n int) ([]balanceRow, error) {
 	defer rows.Close()
+	out := make([]balanceRow, 0, n)
 	for rows.Next() {
-		var acc, cur string
-		var bal int64
-		if err := rows.Scan(&acc, &cur, &bal); err != nil {
-			return err
+		var b balanceRow
+		if err := rows.Scan(&b.account, &b.currency, &b.balance); err != nil {
+			return nil, err
 		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// createBalances inserts the balance rows of an entry's accounts that have
+// none yet, each holding its delta, and returns after with them added.
+// The transaction holds SQLite's one write lock: no other writer can have
+// created them since the UPDATE missed them.
+func (t *Tx) createBalances(ctx context.Context, e *ledger.Entry, ds []balanceDelta, after []balanceRow) ([]balanceRow, error) {
+	args := make([]any, 0, 5*(len(ds)-len(after)))
+	n := 0
+	for _, d := range ds {
+		if slices.ContainsFunc(after, func(b balanceRow) bool { return b.account == d.account && b.currency == d.currency }) {
+			continue
+		}
+		args = append(args, d.account, d.currency, boolInt(ledger.NonNegative(d.account)), d.amount, micros(e.CreatedAt))
+		after = append(after, balanceRow{d.account, d.currency, d.amount})
+		n++
+	}
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_balances (account, currency, non_negative, balance, updated_at)
+		VALUES `+values(n, 5, ""), args...); err != nil {
+		return nil, fmt.Errorf("create balances: %w", err)
+	}
+	return after, nil
+}
+
+// checkOverdraft refuses (ledger.ErrNegative) an entry whose debit leaves
+// a merchant's available below zero, after holding the accounts' new
+// balances, when the entry does not allow debt.
+func checkOverdraft(e *ledger.Entry, ds []balanceDelta, after []balanceRow) error {
+	for _, b := range after {
 		for _, d := range ds {
-			if d.account == acc && d.currency == cur && e.Overdrawn(acc, d.amount, bal) {
-				return fmt.Errorf("%w: entry %s (%s) takes %s to %d %s", ledger.ErrNegative, e.ID, e.Kind, acc, bal, cur)
+			if d.account == b.account && d.currency == b.currency && e.Overdrawn(b.account, d.amount, b.balance) {
+				return fmt.Errorf("%w: entry %s (%s) takes %s to %d %s", ledger.ErrNegative, e.ID, e.Kind, b.account, b.balance, b.currency)
 			}
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // values makes n parenthesised groups of k placeholders, each followed by

@@ -263,9 +263,14 @@ type Tx struct {
 	tx   querier
 	box  xaalis.SecretBox
 	wake xaalis.Wakeup
-	// stats, in a writer batch, gathers the command's counter deltas
-	// (AddStats); nil writes them at once.
-	stats statBatch
+	// stats and volumes, in a writer batch, gather the command's counter
+	// deltas (AddStats, AddVolume); nil writes them at once.
+	stats   statBatch
+	volumes volumeBatch
+	// quota, in a writer batch, is the batch's count of Idempotency-Keys
+	// claimed; claims are this command's (nil writes them at once).
+	quota  *quotaBatch
+	claims map[quotaKey]int
 }
 
 // Wake asks for the background work w once the command commits.

@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,8 +222,22 @@ func (s *Store) Volumes(ctx context.Context, qs []xaalis.VolumeQuery) ([]int64, 
 	return out, nil
 }
 
-// AddVolume adds delta to the counters of scopes for one day.
+// AddVolume adds delta to the counters of scopes for one day. In a batch of
+// the writer the deltas of the batch's commands that commit are summed and
+// written together before its COMMIT: every payment of a merchant adds to
+// the same rows, and nothing reads them inside a write transaction (the
+// limits read them before it).
 func (t *Tx) AddVolume(ctx context.Context, scopes []string, day int64, delta int64) error {
+	if t.volumes != nil {
+		for _, sc := range scopes {
+			t.volumes[volumeKey{sc, day}] += delta
+		}
+		return nil
+	}
+	return writeVolumes(ctx, t.tx, scopes, day, delta)
+}
+
+func writeVolumes(ctx context.Context, q querier, scopes []string, day int64, delta int64) error {
 	if len(scopes) == 0 {
 		return nil
 	}
@@ -229,9 +245,58 @@ func (t *Tx) AddVolume(ctx context.Context, scopes []string, day int64, delta in
 	for _, sc := range scopes {
 		args = append(args, sc, day, delta)
 	}
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES `+values(len(scopes), 3, "")+`
-		ON CONFLICT (scope, day) DO UPDATE SET amount = amount + excluded.amount`, args...)
-	return err
+	if _, err := q.ExecContext(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES `+values(len(scopes), 3, "")+`
+		ON CONFLICT (scope, day) DO UPDATE SET amount = amount + excluded.amount`, args...); err != nil {
+		return fmt.Errorf("add volumes: %w", err)
+	}
+	return nil
+}
+
+// volumeKey is one volume counter row.
+type volumeKey struct {
+	scope string
+	day   int64
+}
+
+// volumeBatch sums the volume deltas of commands.
+type volumeBatch map[volumeKey]int64
+
+// merge adds o's deltas to b.
+func (b volumeBatch) merge(o volumeBatch) {
+	for k, d := range o {
+		b[k] += d
+	}
+}
+
+// write writes b's deltas, in statements of up to 100 rows in the order
+// of their keys, and empties b. A delta that sums to zero writes nothing.
+func (b volumeBatch) write(ctx context.Context, q querier) error {
+	keys := make([]volumeKey, 0, len(b))
+	for k, d := range b {
+		if d != 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(x, y volumeKey) int {
+		if c := strings.Compare(x.scope, y.scope); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.day, y.day)
+	})
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		args := make([]any, 0, 3*n)
+		for _, k := range keys[:n] {
+			args = append(args, k.scope, k.day, b[k])
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO volume_counters (scope, day, amount) VALUES `+values(n, 3, "")+`
+			ON CONFLICT (scope, day) DO UPDATE SET amount = amount + excluded.amount`, args...); err != nil {
+			return fmt.Errorf("add volumes: %w", err)
+		}
+		keys = keys[n:]
+	}
+	clear(b)
+	return nil
 }
 
 // Customer returns one of the merchant's customers.
