@@ -211,8 +211,9 @@ func (w *writer) commit(batch []*job) {
 		_, err := q.ExecContext(ctx, stmt)
 		return err
 	}
-	// The stat and volume counters of the batch's committed commands,
-	// written once: most commands add to the same few rows.
+	// The stat and volume counters and the quota counts of the batch's
+	// committed commands, written once: most commands add to the same few
+	// rows.
 	stats, volumes, quota := statBatch{}, volumeBatch{}, newQuotaBatch()
 	err := func() error {
 		if err := exec(`BEGIN IMMEDIATE`); err != nil {
