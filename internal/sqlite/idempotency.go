@@ -160,15 +160,6 @@ func newQuotaBatch() *quotaBatch {
 // countQuota counts one more key claimed in k's window and returns the
 // window's count with it.
 func (t *Tx) countQuota(ctx context.Context, k quotaKey) (int, error) {
-	if t.quota == nil {
-		var n int
-		if err := t.tx.QueryRowContext(ctx, `INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, count)
-			VALUES (?, ?, ?, ?, 1) ON CONFLICT (merchant_id, mode, key_type, window_start) DO UPDATE SET count = count + 1
-			RETURNING count`, k.merchantID, k.mode, k.keyType, k.window).Scan(&n); err != nil {
-			return 0, fmt.Errorf("count idempotency quota: %w", err)
-		}
-		return n, nil
-	}
 	stored, ok := t.quota.stored[k]
 	if !ok {
 		err := t.tx.QueryRowContext(ctx, `SELECT count FROM idempotency_quota

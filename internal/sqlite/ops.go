@@ -12,17 +12,14 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// AddStats adds deltas to the stat counters of a day and shard.
+// AddStats adds deltas to the stat counters of a day and shard. The
+// deltas of a writer batch's commands that commit are written together,
+// once, before its COMMIT.
 func (t *Tx) AddStats(ctx context.Context, day int64, shard int, deltas ...xaalis.StatDelta) error {
-	if t.stats != nil {
-		// In a batch of the writer: the deltas of the batch's commands
-		// that commit are written together, once, before its COMMIT.
-		for _, d := range deltas {
-			t.stats.add(day, shard, d)
-		}
-		return nil
+	for _, d := range deltas {
+		t.stats.add(day, shard, d)
 	}
-	return writeStats(ctx, t.tx, day, shard, deltas...)
+	return nil
 }
 
 func writeStats(ctx context.Context, q querier, day int64, shard int, deltas ...xaalis.StatDelta) error {

@@ -263,14 +263,14 @@ type Tx struct {
 	tx   querier
 	box  xaalis.SecretBox
 	wake xaalis.Wakeup
-	// stats and volumes, in a writer batch, gather the command's counter
-	// deltas (AddStats, AddVolume); nil writes them at once.
+	// stats and volumes gather the command's counter deltas (AddStats,
+	// AddVolume), claims its Idempotency-Keys counted against the quota;
+	// quota is the batch's count. The writer adds those of the batch's
+	// committed commands together and writes them once before its COMMIT.
 	stats   statBatch
 	volumes volumeBatch
-	// quota, in a writer batch, is the batch's count of Idempotency-Keys
-	// claimed; claims are this command's (nil writes them at once).
-	quota  *quotaBatch
-	claims map[quotaKey]int
+	quota   *quotaBatch
+	claims  map[quotaKey]int
 }
 
 // Wake asks for the background work w once the command commits.
