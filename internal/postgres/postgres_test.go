@@ -262,16 +262,8 @@ func TestWakeBySchema(t *testing.T) {
 	url := pgtest.URL(t)
 	a, same, other := openURL(t, url), openURL(t, url), openURL(t, pgtest.URL(t))
 	sameC, otherC := same.Subscribe(xaalis.WakeDeliveries), other.Subscribe(xaalis.WakeDeliveries)
-	// A listener signals once when it connects; let both settle.
-	for _, c := range []<-chan struct{}{sameC, otherC} {
-		for settled := false; !settled; {
-			select {
-			case <-c:
-			case <-time.After(300 * time.Millisecond):
-				settled = true
-			}
-		}
-	}
+	storetest.DrainWakes(sameC)
+	storetest.DrainWakes(otherC)
 	if err := a.Update(ctx, func(tx xaalis.Tx) error { tx.Wake(xaalis.WakeDeliveries); return nil }); err != nil {
 		t.Fatal(err)
 	}

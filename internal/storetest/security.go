@@ -289,24 +289,28 @@ func testReturnHosts(t *testing.T, s xaalis.Store) {
 	}
 }
 
+// DrainWakes takes the wake-ups c holds until none comes for 300 ms: a
+// listener signals once when it (re)connects, and a test of wake-ups
+// starts after that.
+func DrainWakes(c <-chan struct{}) {
+	for {
+		select {
+		case <-c:
+		case <-time.After(300 * time.Millisecond):
+			return
+		}
+	}
+}
+
 // testWake: a commit that asked for a wake-up wakes the subscribers of that
 // kind, once the commit is durable; a rolled-back one does not.
 func testWake(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	deliveries := s.Subscribe(xaalis.WakeDeliveries)
 	jobs := s.Subscribe(xaalis.WakeJobs)
-	drain := func(c <-chan struct{}) {
-		for {
-			select {
-			case <-c:
-			case <-time.After(300 * time.Millisecond):
-				return
-			}
-		}
-	}
 	// A listener may signal once when it (re)connects.
-	drain(deliveries)
-	drain(jobs)
+	DrainWakes(deliveries)
+	DrainWakes(jobs)
 	_ = s.Update(ctx, func(tx xaalis.Tx) error {
 		tx.Wake(xaalis.WakeDeliveries)
 		return errors.New("roll back")
