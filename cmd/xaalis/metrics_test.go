@@ -324,9 +324,7 @@ func TestMetrics(t *testing.T) {
 // ledger check's problem; the screenshots go to the artifacts folder.
 func consoleOverview(t *testing.T, s *server, db, backend, receiverURL string) {
 	t.Helper()
-	if _, err := os.Stat(testutil.ChromiumPath); err != nil {
-		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", testutil.ChromiumPath, err)
-	}
+	testutil.NeedChromium(t)
 	var tok struct{ Token string }
 	if err := json.Unmarshal([]byte(mustCLI(t, noEnv, "operator", "token", "create", "--database-url", db, "--name", "noc", "--json")), &tok); err != nil || tok.Token == "" {
 		t.Fatalf("operator token: %v %+v", err, tok)

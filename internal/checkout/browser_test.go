@@ -23,9 +23,7 @@ import (
 // TestBrowserCheckout walks the hosted page end to end in a real browser:
 // choose a provider, the OTP step, success, the return to the merchant.
 func TestBrowserCheckout(t *testing.T) {
-	if _, err := os.Stat(testutil.ChromiumPath); err != nil {
-		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", testutil.ChromiumPath, err)
-	}
+	testutil.NeedChromium(t)
 	start := time.Now()
 	e := newEnv(t, "Boutique Thiès")
 

@@ -35,9 +35,7 @@ var viewports = []struct {
 // posted from another site refused. Screenshots go to the artifacts
 // folder.
 func TestBrowserConsole(t *testing.T) {
-	if _, err := os.Stat(testutil.ChromiumPath); err != nil {
-		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", testutil.ChromiumPath, err)
-	}
+	testutil.NeedChromium(t)
 	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
 		for _, vp := range viewports {
 			t.Run(fmt.Sprintf("%dx%d", vp.w, vp.h), func(t *testing.T) {

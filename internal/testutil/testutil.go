@@ -70,6 +70,16 @@ func SharedKeyring(t testing.TB) *secrets.Keyring {
 // tests.
 const ChromiumPath = "/usr/bin/chromium"
 
+// NeedChromium skips a browser test on a machine without ChromiumPath. CI
+// installs Chromium and fails when this skip shows in its log ("chromium
+// not found").
+func NeedChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(ChromiumPath); err != nil {
+		t.Skipf("chromium not found at %s (%v): install Debian's chromium package to run the browser test", ChromiumPath, err)
+	}
+}
+
 // ArtifactsDir is where a test leaves screenshots: $XAALIS_ARTIFACTS_DIR
 // (kept by CI), else a temporary directory.
 func ArtifactsDir(t *testing.T) string {
