@@ -215,6 +215,13 @@ func (w *writer) commit(batch []*job) {
 	// committed commands, written once: most commands add to the same few
 	// rows.
 	stats, volumes, quota := statBatch{}, volumeBatch{}, newQuotaBatch()
+	// keep adds what a command that commits asked for to the batch's.
+	keep := func(tx *Tx) {
+		wake |= tx.wake
+		stats.merge(tx.stats)
+		volumes.merge(tx.volumes)
+		quota.merge(tx.claims)
+	}
 	err := func() error {
 		if err := exec(`BEGIN IMMEDIATE`); err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -239,10 +246,7 @@ func (w *writer) commit(batch []*job) {
 					}
 					return nil
 				}
-				wake |= tx.wake
-				stats.merge(tx.stats)
-				volumes.merge(tx.volumes)
-				quota.merge(tx.claims)
+				keep(tx)
 				continue
 			}
 			if err := exec(`SAVEPOINT command`); err != nil {
@@ -258,10 +262,7 @@ func (w *writer) commit(batch []*job) {
 					return w.abort(fmt.Errorf("rollback to savepoint: %w", errors.Join(j.err, err)))
 				}
 			} else {
-				wake |= tx.wake
-				stats.merge(tx.stats)
-				volumes.merge(tx.volumes)
-				quota.merge(tx.claims)
+				keep(tx)
 			}
 			if err := exec(`RELEASE command`); err != nil {
 				return w.abort(fmt.Errorf("release savepoint: %w", err))
