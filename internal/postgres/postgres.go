@@ -161,10 +161,16 @@ func wakeChannel(schema string) string {
 
 // Subscribe returns a channel that receives after commits, in any process
 // on this database, that made work of a kind in w due: commits NOTIFY, and
-// one connection of the pool LISTENs.
+// one connection of the pool LISTENs. The listener signals every
+// subscriber each time it (re)connects, work having maybe come while
+// nobody listened; the channel is subscribed before the first listener
+// starts, so that its first signal cannot come before the subscription
+// and be lost (TestWakeAcrossProcesses waited for it in vain, once in
+// CI).
 func (s *Store) Subscribe(w xaalis.Wakeup) <-chan struct{} {
+	c := s.wake.Subscribe(w)
 	s.listenOnce.Do(s.listen)
-	return s.wake.Subscribe(w)
+	return c
 }
 
 func (s *Store) listen() {
