@@ -85,3 +85,6 @@ var LookupQueries = map[string]string{
 	"disputes":        lookupDisputeQuery,
 	"payout_requests": lookupPayoutRequestQuery,
 }
+
+// TxListWhere is the condition of a merchant's transaction list under f.
+func TxListWhere(f xaalis.TxFilter) (string, []any) { return txListWhere(f) }

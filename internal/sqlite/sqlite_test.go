@@ -248,3 +248,43 @@ func TestLookupPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestListByMerchantRefPlan: a list filtered by merchant_ref reads the
+// merchant_ref index (a row or two), with or without a type; led by
+// (merchant_id, mode, type), transactions_list would read every record of
+// the merchant of that type.
+func TestListByMerchantRefPlan(t *testing.T) {
+	_, path := openPath(t)
+	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, f := range []xaalis.TxFilter{
+		{MerchantID: "m", Mode: xaalis.ModeTest, MerchantRef: "order-1"},
+		{MerchantID: "m", Mode: xaalis.ModeTest, MerchantRef: "order-1", Type: xaalis.TypePayment},
+		{MerchantID: "m", Mode: xaalis.ModeTest, MerchantRef: "order-1", Type: xaalis.TypePayment, Status: xaalis.StatusSuccess},
+	} {
+		w, args := sqlite.TxListWhere(f)
+		for _, q := range []string{`SELECT id FROM transactions WHERE ` + w + ` ORDER BY created_at DESC, id DESC LIMIT 10`,
+			`SELECT count(*) FROM transactions WHERE ` + w} {
+			rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			rows.Close()
+			if all := strings.Join(plan, "; "); !strings.Contains(all, "INDEX transactions_merchant_ref (merchant_ref=?") {
+				t.Errorf("%s: plan %q, want a search of transactions_merchant_ref", q, all)
+			}
+		}
+	}
+}

@@ -128,28 +128,7 @@ func (s *Store) TransactionByProviderRef(ctx context.Context, mode xaalis.Mode, 
 
 // Transactions lists one page of a merchant's transactions.
 func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis.PageRequest) ([]*xaalis.Transaction, int, error) {
-	where := []string{"merchant_id = ?", "mode = ?"}
-	args := []any{f.MerchantID, f.Mode}
-	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
-	if f.Type != "" {
-		add("type = ?", f.Type)
-	}
-	if f.Status != "" {
-		add("status = ?", f.Status)
-	}
-	if f.Provider != "" {
-		add("provider = ?", f.Provider)
-	}
-	if f.MerchantRef != "" {
-		add("merchant_ref = ?", f.MerchantRef)
-	}
-	if f.From != nil {
-		add("created_at >= ?", micros(*f.From))
-	}
-	if f.To != nil {
-		add("created_at < ?", micros(*f.To))
-	}
-	w := strings.Join(where, " AND ")
+	w, args := txListWhere(f)
 	var total int
 	if countable(f) {
 		// Filters the counts are kept by (migration 00014): a few rows
@@ -333,6 +312,41 @@ func (t *Tx) InsertTransaction(ctx context.Context, x *xaalis.Transaction) error
 }
 
 // TransactionForUpdate reads a transaction inside the write transaction.
+// txListWhere is the condition of a list of a merchant's transactions
+// under f, and its arguments.
+func txListWhere(f xaalis.TxFilter) (string, []any) {
+	where := []string{"merchant_id = ?", "mode = ?"}
+	args := []any{f.MerchantID, f.Mode}
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.Type != "" {
+		// With a merchant_ref, "+type" keeps SQLite on the merchant_ref
+		// index (a row or two) rather than transactions_list, whose
+		// (merchant_id, mode, type) prefix it would otherwise prefer
+		// and read every record of that type.
+		if f.MerchantRef != "" {
+			add("+type = ?", f.Type)
+		} else {
+			add("type = ?", f.Type)
+		}
+	}
+	if f.Status != "" {
+		add("status = ?", f.Status)
+	}
+	if f.Provider != "" {
+		add("provider = ?", f.Provider)
+	}
+	if f.MerchantRef != "" {
+		add("merchant_ref = ?", f.MerchantRef)
+	}
+	if f.From != nil {
+		add("created_at >= ?", micros(*f.From))
+	}
+	if f.To != nil {
+		add("created_at < ?", micros(*f.To))
+	}
+	return strings.Join(where, " AND "), args
+}
+
 func (t *Tx) TransactionForUpdate(ctx context.Context, id string) (*xaalis.Transaction, error) {
 	return scanTx(t.tx.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions WHERE id = ?`, id).Scan)
 }
