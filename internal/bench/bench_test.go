@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -161,5 +162,29 @@ func TestAims(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDrainLags: an event the drain never saw acknowledged still counts,
+// with the lag it had when the drain ended; events from the warmup do not.
+func TestDrainLags(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	from, produced, now := t0.Add(time.Second), t0.Add(10*time.Second), t0.Add(40*time.Second)
+	acked := map[string]ack{
+		"warm": {created: t0, lag: 5 * time.Millisecond},                        // before the measure: out
+		"a":    {created: t0.Add(2 * time.Second), lag: 7 * time.Millisecond},   // in
+		"b":    {created: t0.Add(3 * time.Second), lag: 600 * time.Millisecond}, // in
+	}
+	seen := map[string]time.Time{
+		"a": t0.Add(2 * time.Second), "b": t0.Add(3 * time.Second), "warm": t0,
+		"failing":      t0.Add(4 * time.Second), // attempted, never acknowledged: 36 s so far
+		"failing-warm": t0,                      // attempted in the warmup: out
+	}
+	// 7 produced: 3 acknowledged, 2 seen and not, 2 never seen.
+	got := drainLags(acked, seen, 7, from, produced, now)
+	slices.Sort(got)
+	want := []time.Duration{7 * time.Millisecond, 600 * time.Millisecond, 30 * time.Second, 30 * time.Second, 36 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lags %v, want %v", got, want)
 	}
 }
