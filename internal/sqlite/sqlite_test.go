@@ -228,21 +228,7 @@ func TestLookupPlans(t *testing.T) {
 	}
 	defer db.Close()
 	for table, q := range sqlite.LookupQueries {
-		rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, "m", "k", "k", "k")
-		if err != nil {
-			t.Fatalf("%s: %v", table, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		all := strings.Join(plan, "; ")
+		all := queryPlan(t, db, q, "m", "k", "k", "k")
 		if !strings.Contains(all, "MULTI-INDEX OR") || strings.Contains(all, "(merchant_id=?)") || strings.Contains(all, "SCAN "+table) {
 			t.Errorf("%s: plan %q, want a search of each key's index", table, all)
 		}
@@ -268,23 +254,32 @@ func TestListByMerchantRefPlan(t *testing.T) {
 		w, args := sqlite.TxListWhere(f)
 		for _, q := range []string{`SELECT id FROM transactions WHERE ` + w + ` ORDER BY created_at DESC, id DESC LIMIT 10`,
 			`SELECT count(*) FROM transactions WHERE ` + w} {
-			rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			rows.Close()
-			if all := strings.Join(plan, "; "); !strings.Contains(all, "INDEX transactions_merchant_ref (merchant_ref=?") {
+			if all := queryPlan(t, db, q, args...); !strings.Contains(all, "INDEX transactions_merchant_ref (merchant_ref=?") {
 				t.Errorf("%s: plan %q, want a search of transactions_merchant_ref", q, all)
 			}
 		}
 	}
+}
+
+// queryPlan is SQLite's plan of q, its steps joined by "; ".
+func queryPlan(t *testing.T, db *sql.DB, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return strings.Join(plan, "; ")
 }
