@@ -221,12 +221,7 @@ func TestSeedKeepsForeignKeys(t *testing.T) {
 // the merchant's list index (no statistics told it better), so that a
 // status call cost a read of all of a merchant's payments.
 func TestLookupPlans(t *testing.T) {
-	_, path := openPath(t)
-	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path)+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := planDB(t)
 	for table, q := range sqlite.LookupQueries {
 		all := queryPlan(t, db, q, "m", "k", "k", "k")
 		if !strings.Contains(all, "MULTI-INDEX OR") || strings.Contains(all, "(merchant_id=?)") || strings.Contains(all, "SCAN "+table) {
@@ -240,12 +235,7 @@ func TestLookupPlans(t *testing.T) {
 // (merchant_id, mode, type), transactions_list would read every record of
 // the merchant of that type.
 func TestListByMerchantRefPlan(t *testing.T) {
-	_, path := openPath(t)
-	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path)+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := planDB(t)
 	for _, f := range []xaalis.TxFilter{
 		{MerchantID: "m", Mode: xaalis.ModeTest, MerchantRef: "order-1"},
 		{MerchantID: "m", Mode: xaalis.ModeTest, MerchantRef: "order-1", Type: xaalis.TypePayment},
@@ -259,6 +249,18 @@ func TestListByMerchantRefPlan(t *testing.T) {
 			}
 		}
 	}
+}
+
+// planDB opens a migrated database read-only, for its query plans.
+func planDB(t *testing.T) *sql.DB {
+	t.Helper()
+	_, path := openPath(t)
+	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // queryPlan is SQLite's plan of q, its steps joined by "; ".
