@@ -80,6 +80,39 @@ func TestOpenLoopCountsQueueing(t *testing.T) {
 	}
 }
 
+// An open loop tells how late its generator sent: requests that waited
+// for the one worker were sent late, and their latency from the actual
+// send is the server's 20 ms, not the queue's. A closed loop has no send
+// lag.
+func TestOpenLoopSendLag(t *testing.T) {
+	r := Run(context.Background(), Load{Rate: 200, Duration: 200 * time.Millisecond, MaxInFlight: 1},
+		func(ctx context.Context, seq int64) Outcome {
+			time.Sleep(20 * time.Millisecond)
+			return Outcome{OK: true}
+		})
+	if r.SendLag == nil || r.FromSend == nil {
+		t.Fatal("an open loop without its send lag")
+	}
+	// 40 requests of 20 ms, one at a time: the last is sent about 600 ms
+	// after its time, and most more than 1 ms late.
+	if r.SendLag.Max < 400 || r.LateSends < 0.5 {
+		t.Fatalf("send lag max %.1f ms, late share %.2f: the generator's queue was hidden", r.SendLag.Max, r.LateSends)
+	}
+	if r.FromSend.P50 < 20 || r.FromSend.P50 > r.SendLag.Max/2 {
+		t.Fatalf("latency from the send p50 %.1f ms, want the server's 20 ms (send lag max %.1f ms)", r.FromSend.P50, r.SendLag.Max)
+	}
+	var md strings.Builder
+	(&Report{Results: []*Result{r}}).WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "the generator sent") {
+		t.Fatalf("the markdown does not tell the send lag:\n%s", md.String())
+	}
+	c := Run(context.Background(), Load{Concurrency: 2, Duration: 50 * time.Millisecond},
+		func(ctx context.Context, seq int64) Outcome { return Outcome{OK: true} })
+	if c.SendLag != nil || c.FromSend != nil {
+		t.Fatal("a closed loop with a send lag")
+	}
+}
+
 // An open loop sends through MaxInFlight workers: a slow server makes
 // requests wait (late, and measured so), never opens more at once.
 func TestOpenLoopBoundsInFlight(t *testing.T) {

@@ -164,6 +164,8 @@ func prepareDrain(ctx context.Context, env *Env) (*Prepared, error) {
 		lags := drainLags(rc.acked, rc.seen, want, measureFrom.Truncate(time.Millisecond), start, time.Now())
 		create := r.Latency
 		r.Latency = Percentiles(lags)
+		// The latency from the send is the creations', not the lags'.
+		r.FromSend = nil
 		r.LatencyOf = p.LatencyOf
 		if r.Extra == nil {
 			r.Extra = map[string]any{}

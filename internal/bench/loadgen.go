@@ -82,6 +82,9 @@ type Op func(ctx context.Context, seq int64) Outcome
 // sample is one measured request.
 type sample struct {
 	lat time.Duration
+	// lag (open loop) is how late the generator sent the request: from
+	// its intended send time to a worker taking it.
+	lag time.Duration
 	at  time.Duration // completion, from the phase's start
 	out Outcome
 }
@@ -194,11 +197,12 @@ func openLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *rec
 		go func() {
 			defer wg.Done()
 			for d := range queue {
+				lag := time.Since(d.intended)
 				out := op(ctx, d.n)
 				if rec != nil {
 					// From the intended send time: a late send is the
 					// server's delay too.
-					rec.add(sample{lat: time.Since(d.intended), out: out})
+					rec.add(sample{lat: time.Since(d.intended), lag: lag, out: out})
 				}
 			}
 		}()
@@ -266,6 +270,24 @@ func Percentiles(d []time.Duration) Latency {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// lateSend is how late a send must be to count in Result.LateSends.
+const lateSend = time.Millisecond
+
+// setSendLag fills the open loop's SendLag, LateSends and FromSend.
+func (r *Result) setSendLag(samples []sample) {
+	lags, from := make([]time.Duration, len(samples)), make([]time.Duration, len(samples))
+	late := 0
+	for i, s := range samples {
+		lags[i], from[i] = s.lag, s.lat-s.lag
+		if s.lag > lateSend {
+			late++
+		}
+	}
+	sl, fs := Percentiles(lags), Percentiles(from)
+	r.SendLag, r.FromSend = &sl, &fs
+	r.LateSends = float64(late) / float64(len(samples))
+}
+
 func tenSeconds(counts []int64) float64 {
 	var n int64
 	for _, c := range counts {
@@ -310,6 +332,9 @@ func summarize(load Load, samples []sample, elapsed time.Duration) *Result {
 		r.Throughput = float64(r.OK) / elapsed.Seconds()
 	}
 	r.Latency = Percentiles(lat)
+	if load.Open() && len(samples) > 0 {
+		r.setSendLag(samples)
+	}
 	// Successes per whole second of the phase: a throughput that decays
 	// as the run goes on shows work growing with the data.
 	if secs := int(elapsed / time.Second); secs > 0 {

@@ -27,6 +27,16 @@ type Result struct {
 	// webhook-drain it is the lag from the event's commit to the receiver's
 	// acknowledgement.
 	Latency Latency `json:"latency"`
+	// SendLag (open loop) is how late the generator sent the requests:
+	// from each one's intended send time to a worker sending it. The
+	// generator shares the machine's CPUs and Go's scheduler with the
+	// in-process server, so under load it sends late, and Latency, from
+	// the intended time, counts that too. LateSends is the share of
+	// requests sent more than 1 ms late; FromSend is the latency from the
+	// actual send. The aims are judged on Latency.
+	SendLag   *Latency `json:"send_lag,omitempty"`
+	LateSends float64  `json:"late_send_share,omitempty"`
+	FromSend  *Latency `json:"latency_from_send,omitempty"`
 	// LatencyOf says what Latency measures when it is not the request.
 	LatencyOf string `json:"latency_of,omitempty"`
 	// Errors counts unsuccessful requests by "status code".
@@ -60,6 +70,20 @@ type Result struct {
 	// Extra holds scenario-specific figures (webhook lag, deliveries...).
 	Extra map[string]any `json:"extra,omitempty"`
 	Notes []string       `json:"notes,omitempty"`
+}
+
+// sendLagNote tells how late an open loop's generator sent, and the
+// latency from the actual send ("" for a closed loop).
+func (r *Result) sendLagNote() string {
+	if r.SendLag == nil {
+		return ""
+	}
+	n := fmt.Sprintf("the generator sent %.1f %% of requests more than %s late (send lag p99 %.2f ms, max %.2f ms)",
+		100*r.LateSends, lateSend, r.SendLag.P99, r.SendLag.Max)
+	if r.FromSend != nil {
+		n += fmt.Sprintf("; from the actual send, p50 %.2f ms, p99 %.2f ms", r.FromSend.P50, r.FromSend.P99)
+	}
+	return n
 }
 
 // Floors are the floors measured in a run (nil: not measured).
@@ -204,6 +228,9 @@ func (rep *Report) WriteText(w io.Writer) {
 		if r.FirstTen > 0 {
 			fmt.Fprintf(w, "  first 10 s %.0f ok/s, last 10 s %.0f ok/s\n", r.FirstTen, r.LastTen)
 		}
+		if n := r.sendLagNote(); n != "" {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
 		for _, k := range slices.Sorted(maps.Keys(r.Kinds)) {
 			ks := r.Kinds[k]
 			fmt.Fprintf(w, "  %s: %d ok of %d, %.1f ok/s, p50 %.2f p99 %.2f ms, errors: %s\n", k, ks.OK, ks.Requests,
@@ -274,6 +301,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		}
 		if d := r.Decay(); d != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, d))
+		}
+		if n := r.sendLagNote(); n != "" {
+			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
 		}
 		if r.LatencyOf != "" {
 			notes = append(notes, fmt.Sprintf("† %s: the latency columns are the %s; ok/s is events produced", r.Scenario, r.LatencyOf))
