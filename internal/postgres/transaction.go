@@ -398,6 +398,16 @@ const eventLockClass = 0x7861_6576 // "xaev"
 // a statement of its own so that, at READ COMMITTED, the insert's snapshot
 // sees every event committed by the previous holder.
 func (t *Tx) InsertEvent(ctx context.Context, e *xaalis.Event) error {
+	if e.First {
+		// Nothing else can number an event of an object this transaction
+		// created; a wrong First fails on (object_id, seq) with the next
+		// statement or the COMMIT.
+		e.Seq = 1
+		t.tx.later("insert event", `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)`, e.ID, e.MerchantID, e.Mode, e.Type, e.ObjectType, e.ObjectID,
+			string(e.Data), e.CreatedAt)
+		return nil
+	}
 	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, eventLockClass, e.ObjectID); err != nil {
 		return fmt.Errorf("lock events: %w", err)
 	}

@@ -415,6 +415,15 @@ func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Cu
 
 // InsertEvent stores an event after the object's last one.
 func (t *Tx) InsertEvent(ctx context.Context, e *xaalis.Event) error {
+	if e.First {
+		// The object's first event (xaalis.Event.First): seq 1; a wrong
+		// First fails on (object_id, seq).
+		e.Seq = 1
+		_, err := t.tx.ExecContext(ctx, `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data,
+			created_at, stream_pos) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, (SELECT coalesce(max(stream_pos), 0) + 1 FROM events))`,
+			e.ID, e.MerchantID, e.Mode, e.Type, e.ObjectType, e.ObjectID, string(e.Data), micros(e.CreatedAt))
+		return err
+	}
 	// One statement numbers the event after its object's last (seq) and
 	// after every event committed (stream_pos: one writer at a time, so the
 	// commit order), and inserts it.

@@ -326,6 +326,44 @@ func testEvents(t *testing.T, s xaalis.Store) {
 	if err != nil || len(evs) != 2 || evs[1].Type != "payment.refunded" || string(evs[0].Data) != `{"n":0}` {
 		t.Fatalf("events: %d, %v", len(evs), err)
 	}
+
+	// An object's first event, in the transaction that creates it, is
+	// numbered 1 without a look at the object's events.
+	y := newPayment(m, xaalis.ModeTest, "ev-first", t0)
+	ey := &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: "payment.success",
+		ObjectType: "transaction", ObjectID: y.ID, Data: []byte(`{"first":true}`), CreatedAt: t0, First: true}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.InsertTransaction(ctx, y); err != nil {
+			return err
+		}
+		return tx.InsertEvent(ctx, ey)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := s.Events(ctx, y.ID); err != nil || len(evs) != 1 || evs[0].Seq != 1 || ey.Seq != 1 ||
+		string(evs[0].Data) != `{"first":true}` {
+		t.Fatalf("first event: %+v, seq %d, %v", evs, ey.Seq, err)
+	}
+	// First for an object that has events is a broken promise: the
+	// transaction fails, and nothing of it is kept (the payment inserted
+	// with it neither).
+	z := newPayment(m, xaalis.ModeTest, "ev-wrong-first", t0)
+	wrong := &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: "payment.failed",
+		ObjectType: "transaction", ObjectID: x.ID, Data: []byte(`{}`), CreatedAt: t0, First: true}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.InsertTransaction(ctx, z); err != nil {
+			return err
+		}
+		return tx.InsertEvent(ctx, wrong)
+	}); err == nil {
+		t.Fatal("a second event numbered 1 was accepted")
+	}
+	if evs, err := s.Events(ctx, x.ID); err != nil || len(evs) != 2 {
+		t.Fatalf("events after the failed insert: %d, %v", len(evs), err)
+	}
+	if _, err := s.Transaction(ctx, m.ID, z.ID); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("the failed transaction's payment: %v", err)
+	}
 	var first, second bool
 	_ = s.Update(ctx, func(tx xaalis.Tx) (err error) {
 		first, err = tx.NotificationFirstSeen(ctx, "channel_a", "n-1", t0)

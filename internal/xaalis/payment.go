@@ -788,7 +788,7 @@ func (a *App) writeEvent(ctx context.Context, tx Tx, t *Transaction, event strin
 		return err
 	}
 	ev := &Event{ID: a.NewID(), MerchantID: t.MerchantID, Mode: t.Mode, Type: event, ObjectType: "transaction",
-		ObjectID: t.ID, Data: data, CreatedAt: t.UpdatedAt}
+		ObjectID: t.ID, Data: data, CreatedAt: t.UpdatedAt, First: t.fresh}
 	return a.emit(ctx, tx, ev, t.CallbackURL)
 }
 

@@ -260,6 +260,13 @@ type Event struct {
 	Seq       int64
 	Data      json.RawMessage // the record as it was after the change
 	CreatedAt time.Time
+	// First: the object was created in the transaction that inserts the
+	// event, so no other event of it exists or can be written meanwhile.
+	// The store then numbers it 1 without reading or locking the object's
+	// events (on PostgreSQL the insert goes with the next statement, no
+	// round trip of its own). An object that has events already makes
+	// the insert, and so the transaction, fail: (object_id, seq) is unique.
+	First bool
 }
 
 // Event types of the specification.
