@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,6 +291,56 @@ func TestIdempotencyKeyTypeScope(t *testing.T) {
 		e.do(call{method: "POST", path: "/v1/payments", key: keys.PublishableTest, idem: "pk-3", body: payBody("pk-3", "")}).want(t, 429, xaalis.ETooManyRequests)
 		for i := range 4 {
 			e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: fmt.Sprint("sk-", i), body: payBody(fmt.Sprint("sk-", i), "")}).want(t, 201, "")
+		}
+	})
+}
+
+// TestMerchantRefRace: payments created at once with one merchant_ref and
+// different Idempotency-Keys make one payment; every other request gets
+// validation_error on merchant_ref, whether it found the payment made
+// (the read before the insert) or lost the race for the unique index (at
+// the insert, or where PostgreSQL's queued insert surfaces: a later
+// statement or the COMMIT).
+func TestMerchantRefRace(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		mid, keys := e.merchant()
+		for round := range 6 {
+			ref := fmt.Sprint("race-", round)
+			extra := ""
+			if round%2 == 1 { // settled in the command's transaction
+				extra = `"provider":"channel_a","payer":{"phone":"+221771234567"}`
+			}
+			var created, refused atomic.Int32
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					r := e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: fmt.Sprint(ref, "-", i),
+						body: payBody(ref, extra)})
+					switch msgs := r.err.Errors["merchant_ref"]; {
+					case r.status == 201:
+						created.Add(1)
+					case r.status == 422 && r.err.Code == xaalis.EValidation && len(msgs) == 1 &&
+						strings.HasPrefix(msgs[0], "is already used"):
+						refused.Add(1)
+					default:
+						t.Errorf("%s: unexpected answer %d: %s", ref, r.status, r.body)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if created.Load() != 1 || refused.Load() != 7 {
+				t.Fatalf("%s: %d created, %d refused; want 1 and 7", ref, created.Load(), refused.Load())
+			}
+			list, err := e.app.Store.LookupTransactions(context.Background(), mid, ref)
+			if err != nil || len(list) != 1 {
+				t.Fatalf("%s: %d payments stored, %v", ref, len(list), err)
+			}
 		}
 	})
 }

@@ -118,8 +118,10 @@ const (
 )
 
 // commitRefusal turns the commit of a transaction whose new key went past
-// the quota into the claim's refusal, and one whose claim was lost into
-// ErrClaimLost.
+// the quota into the claim's refusal, one whose claim was lost into
+// ErrClaimLost, a checked debit that would overdraw into
+// insufficient_balance, and a queued transaction whose merchant_ref was
+// taken meanwhile into ErrDuplicateMerchantRef.
 func (t *Tx) commitRefusal(err error) error {
 	pe := (*pgconn.PgError)(nil)
 	switch {
@@ -131,6 +133,10 @@ func (t *Tx) commitRefusal(err error) error {
 		return xaalis.ErrClaimLost
 	case pe.Code == overdrawnCode:
 		return t.tx.overdrawn(pe)
+	case pe.Code == "23505" && pe.ConstraintName == merchantRefIndex:
+		// A queued InsertTransaction whose merchant_ref a concurrent
+		// transaction took.
+		return xaalis.ErrDuplicateMerchantRef
 	case pe.Code == "23514" && pe.ConstraintName == nonNegativeCheck:
 		return fmt.Errorf("%w: %s", ledger.ErrNegative, pe.Message)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -287,25 +286,26 @@ func (s *Store) Events(ctx context.Context, objectID string) ([]*xaalis.Event, e
 	return out, nil
 }
 
-// InsertTransaction stores a new transaction. A taken merchant_ref gives
-// ErrDuplicateMerchantRef; the failed statement aborts the transaction, so
-// the caller must return (and roll back).
+// InsertTransaction stores a new transaction. The INSERT is queued with
+// the next statement: nothing reads its answer, and its one expected
+// failure, a merchant_ref taken by a concurrent transaction (the caller
+// read it free, FOR UPDATE, in this transaction), surfaces with that
+// statement or the COMMIT as ErrDuplicateMerchantRef (commitRefusal):
+// the transaction then fails and Update rolls it back.
 func (t *Tx) InsertTransaction(ctx context.Context, x *xaalis.Transaction) error {
-	args := txArgs(x)
-	params := make([]string, len(args))
-	for i := range args {
-		params[i] = fmt.Sprintf("$%d", i+1)
-	}
-	_, err := t.tx.Exec(ctx, `INSERT INTO transactions (`+txColumns+`) VALUES (`+strings.Join(params, ", ")+`)`, args...)
-	if err != nil {
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == merchantRefIndex {
-			return xaalis.ErrDuplicateMerchantRef
-		}
-		return fmt.Errorf("insert transaction: %w", err)
-	}
+	t.tx.later("insert transaction", insertTxSQL, txArgs(x)...)
 	t.tx.addCount(countRow{x.MerchantID, string(x.Mode), string(x.Type), string(x.Status)}, 1)
 	return nil
 }
+
+// insertTxSQL inserts one transaction, its columns in txArgs' order.
+var insertTxSQL = func() string {
+	params := make([]string, len(txColumnList))
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	return `INSERT INTO transactions (` + txColumns + `) VALUES (` + strings.Join(params, ", ") + `)`
+}()
 
 // TransactionForUpdate reads a transaction and locks its row until the
 // transaction ends.

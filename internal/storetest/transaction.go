@@ -58,6 +58,25 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 	if !errors.Is(err, xaalis.ErrDuplicateMerchantRef) {
 		t.Fatalf("duplicate merchant_ref: %v", err)
 	}
+	// A backend may send the insert with a later statement (PostgreSQL
+	// queues it): the taken merchant_ref is told wherever it surfaces,
+	// and nothing of the transaction stays.
+	dup2 := newPayment(m, xaalis.ModeTest, "order-1", t0)
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.InsertTransaction(ctx, dup2); err != nil {
+			return err
+		}
+		_, err := tx.TransactionForUpdate(ctx, x.ID)
+		return err
+	})
+	if !errors.Is(err, xaalis.ErrDuplicateMerchantRef) {
+		t.Fatalf("duplicate merchant_ref, then a read: %v", err)
+	}
+	for _, id := range []string{dup.ID, dup2.ID} {
+		if _, err := s.Transaction(ctx, m.ID, id); !errors.Is(err, xaalis.ErrNotFound) {
+			t.Fatalf("the refused duplicate %s was stored: %v", id, err)
+		}
+	}
 	insertTx(t, s, newPayment(m, xaalis.ModeLive, "order-1", t0))
 	insertTx(t, s, newPayment(other, xaalis.ModeTest, "order-1", t0))
 

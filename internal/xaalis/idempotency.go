@@ -196,8 +196,24 @@ func pendingClaim(ctx context.Context) *PendingClaim {
 // update runs fn in a write transaction; the first one of a request whose
 // Idempotency-Key is still to be claimed claims it first, in the same
 // transaction. A key found taken refuses the command with *ClaimRefused
-// before fn runs.
+// before fn runs. A merchant_ref that a concurrent command took is a
+// validation_error wherever the store tells it: at the insert (SQLite),
+// or with a later statement or the COMMIT (PostgreSQL queues the insert).
 func (a *App) update(ctx context.Context, fn func(Tx) error) error {
+	err := a.updateOnce(ctx, fn)
+	if errors.Is(err, ErrDuplicateMerchantRef) {
+		return merchantRefTaken()
+	}
+	return err
+}
+
+// merchantRefTaken is the validation_error of a new payment or payout
+// whose merchant_ref another record of the merchant holds in that mode.
+func merchantRefTaken() *Error {
+	return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
+}
+
+func (a *App) updateOnce(ctx context.Context, fn func(Tx) error) error {
 	p := pendingClaim(ctx)
 	if p == nil || p.taken {
 		return a.Store.Update(ctx, fn)

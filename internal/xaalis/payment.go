@@ -323,9 +323,6 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 			return err
 		}
 		if err := tx.InsertTransaction(ctx, t); err != nil {
-			if errors.Is(err, ErrDuplicateMerchantRef) {
-				return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
-			}
 			return fmt.Errorf("insert transaction: %w", err)
 		}
 		if err := a.countPayment(ctx, tx, t, StatusInitiated); err != nil {
@@ -361,9 +358,6 @@ func (a *App) initiateIn(ctx context.Context, tx Tx, t *Transaction, fresh bool)
 			return tx.UpdateTransaction(ctx, t)
 		}
 		if err := tx.InsertTransaction(ctx, t); err != nil {
-			if errors.Is(err, ErrDuplicateMerchantRef) {
-				return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
-			}
 			return fmt.Errorf("insert transaction: %w", err)
 		}
 		return nil

@@ -166,15 +166,12 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 			}
 		}
 		if _, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, KeySecret, ref); err == nil {
-			return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
+			return merchantRefTaken()
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
 		t.DispatchedAt = &now
 		if err := tx.InsertTransaction(ctx, t); err != nil {
-			if errors.Is(err, ErrDuplicateMerchantRef) {
-				return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {"is already used"}}}
-			}
 			return fmt.Errorf("insert payout: %w", err)
 		}
 		if err := a.reserve(ctx, tx, t.Mode, m.ID, Amount{Minor: t.Amount.Minor + t.Fee.Minor, Currency: cur},
