@@ -2,6 +2,7 @@ package xaalis_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,10 @@ func TestParsePhone(t *testing.T) {
 				}
 				if got != tt.want {
 					t.Fatalf("ParsePhone(%q, %s) = %q, want %q", tt.raw, tt.country, got, tt.want)
+				}
+				// Again, from the cache of accepted numbers.
+				if again, err := xaalis.ParsePhone(tt.raw, tt.country); again != tt.want || err != nil {
+					t.Fatalf("ParsePhone(%q, %s) the second time = %q, %v", tt.raw, tt.country, again, err)
 				}
 				return
 			}
@@ -337,6 +342,17 @@ func FuzzParsePhone(f *testing.F) {
 			t.Fatalf("MaskPhone(%q) = %q", got, m)
 		}
 	})
+}
+
+// BenchmarkParsePhoneNew parses numbers never seen, each through
+// phonenumbers.Parse: what a payer's first payment costs.
+func BenchmarkParsePhoneNew(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := xaalis.ParsePhone(fmt.Sprintf("+22177%07d", i%10_000_000), "SN"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func BenchmarkParsePhone(b *testing.B) {
