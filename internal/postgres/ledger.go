@@ -61,12 +61,15 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	for i, p := range e.Postings {
 		accounts[i], currencies[i], amounts[i] = p.Account, p.Currency, p.Amount
 	}
-	rows := []queued{{op: "insert ledger entry", sql: `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, args: []any{e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID, e.CreatedAt}},
-		{op: "insert ledger postings", sql: `INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
+	// One statement for the entry and its postings: the postings' foreign
+	// key is checked at the statement's end, when the entry is there.
+	rows := []queued{{op: "insert ledger entry", sql: `WITH e AS (
+			INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7))
+		INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
 		SELECT $1::text, u.line, u.account, u.currency, u.amount
-		FROM unnest($2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u (account, currency, amount, line)`,
-			args: []any{e.ID, accounts, currencies, amounts}}}
+		FROM unnest($8::text[], $9::text[], $10::bigint[]) WITH ORDINALITY AS u (account, currency, amount, line)`,
+		args: []any{e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID, e.CreatedAt, accounts, currencies, amounts}}}
 	if t.tx.addEntry(e, deltas(e.Postings)) {
 		// An entry with a checked debit is written after its check has
 		// locked the balance: entries that lower a merchant's available
