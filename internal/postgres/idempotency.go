@@ -173,14 +173,8 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 			if c.QuotaLimit > 0 {
 				start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
 				t.quotaRetry = start.Add(c.QuotaWindow).Sub(c.Now)
-				t.tx.quota = &queued{op: "count idempotency quota", sql: `WITH up AS (
-						INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, shard, count)
-						VALUES ($1, $2, $3, $4, $6, 1) ON CONFLICT (merchant_id, mode, key_type, window_start, shard)
-						DO UPDATE SET count = idempotency_quota.count + 1 RETURNING count)
-					SELECT CASE WHEN (SELECT count FROM up) + coalesce((SELECT sum(count) FROM idempotency_quota
-							WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND window_start = $4 AND shard <> $6), 0) > $5
-						THEN xaalis_raise('` + quotaExceededCode + `', 'idempotency quota exceeded') ELSE 0 END`,
-					args: []any{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, start, int64(c.QuotaLimit), t.quotaShard(c)}}
+				t.tx.quota = &quotaCount{merchant: c.Scope.MerchantID, mode: string(c.Scope.Mode),
+					keyType: string(c.Scope.KeyType), start: start, limit: int64(c.QuotaLimit), shard: t.quotaShard(c)}
 			}
 			return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
 		}

@@ -51,7 +51,7 @@ type txConn struct {
 	// quota's count, the volume and stat counters, and the balance
 	// changes of entries whose debits need no check, summed per account
 	// (ledger.go).
-	quota    *queued
+	quota    *quotaCount
 	volumes  map[volumeKey]int64
 	stats    map[statRow]statSum
 	counts   map[countRow]int64
@@ -65,6 +65,15 @@ type txConn struct {
 	// shard is the shard of the split hot rows (migration 00013) this
 	// transaction adds to.
 	shard int16
+}
+
+// quotaCount is a new Idempotency-Key's count against its merchant's
+// quota, added at COMMIT.
+type quotaCount struct {
+	merchant, mode, keyType string
+	start                   time.Time
+	limit                   int64
+	shard                   int16
 }
 
 // hotShards is how many shards a split hot row has: transactions that add
@@ -328,22 +337,32 @@ func (t *txConn) addStat(r statRow, count, amount int64) {
 }
 
 // hot returns the statements that write the summed hot rows, in the
-// fixed order, and forgets the sums. The counters (volume, stats, counts)
-// go in one statement, each table's upsert a data-modifying CTE that the
-// final SELECT reads in that order: one statement's executor start-up
-// instead of three.
+// fixed order, and forgets the sums. The quota and the counters (volume,
+// stats, counts) go in one statement, each table's upsert a
+// data-modifying CTE that the final SELECT reads in that order: one
+// statement's executor start-up instead of four.
 func (t *txConn) hot() []queued {
 	var out []queued
-	if t.quota != nil {
-		out = append(out, *t.quota)
-		t.quota = nil
-	}
-	var ctes []string
+	var ctes, reads []string
 	var args []any
 	// arg adds a parameter and returns its placeholder.
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
+	}
+	if q := t.quota; q != nil {
+		// Past the limit the statement raises quotaExceededCode: the
+		// transaction rolls back, answered as ClaimQuotaExceeded.
+		m, mode, kt, start, shard := arg(q.merchant), arg(q.mode), arg(q.keyType), arg(q.start), arg(q.shard)
+		ctes = append(ctes, `INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, shard, count)
+			VALUES (`+m+`, `+mode+`, `+kt+`, `+start+`, `+shard+`::smallint, 1)
+			ON CONFLICT (merchant_id, mode, key_type, window_start, shard)
+			DO UPDATE SET count = idempotency_quota.count + 1 RETURNING count`)
+		reads = append(reads, `CASE WHEN (SELECT count FROM c0) + coalesce((SELECT sum(count) FROM idempotency_quota
+				WHERE merchant_id = `+m+` AND mode = `+mode+` AND key_type = `+kt+` AND window_start = `+start+
+			` AND shard <> `+shard+`), 0) > `+arg(q.limit)+`::bigint
+			THEN xaalis_raise('`+quotaExceededCode+`', 'idempotency quota exceeded') ELSE 0 END`)
+		t.quota = nil
 	}
 	if len(t.volumes) > 0 {
 		keys := sortedKeys(t.volumes, func(a, b volumeKey) int {
@@ -402,10 +421,12 @@ func (t *txConn) hot() []queued {
 	if len(ctes) > 0 {
 		// The SELECT reads each CTE in turn, which runs it to its end:
 		// the tables are written in this order in every transaction.
-		var with, reads []string
+		var with []string
 		for i, c := range ctes {
 			with = append(with, fmt.Sprintf("c%d AS (%s)", i, c))
-			reads = append(reads, fmt.Sprintf("(SELECT count(*) FROM c%d)", i))
+			if i >= len(reads) {
+				reads = append(reads, fmt.Sprintf("(SELECT count(*) FROM c%d)", i))
+			}
 		}
 		out = append(out, queued{op: "add counters", sql: "WITH " + strings.Join(with, ",\n") + "\nSELECT " +
 			strings.Join(reads, ", "), args: args})
