@@ -212,6 +212,17 @@ func (t *Tx) ChecksAtCommit() bool { return true }
 // balanceUpsert adds the summed changes of keys, none of which needs a
 // check, rows in keys' order.
 func (t *txConn) balanceUpsert(keys []balanceKey) queued {
+	var args []any
+	sql := t.balanceUpsertSQL(keys, func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	})
+	return queued{op: "update balances", sql: sql, args: args}
+}
+
+// balanceUpsertSQL is balanceUpsert's statement, its parameters added
+// with arg.
+func (t *txConn) balanceUpsertSQL(keys []balanceKey, arg func(any) string) string {
 	n := len(keys)
 	accounts, currencies, amounts := make([]string, n), make([]string, n), make([]int64, n)
 	floor, zero := make([]bool, n), make([]bool, n)
@@ -222,13 +233,34 @@ func (t *txConn) balanceUpsert(keys []balanceKey) queued {
 		// An account with a floor stays whole (shard 0).
 		zero[i] = floor[i] || (ledger.MayOwe(k.account) && d < 0)
 	}
-	return queued{op: "update balances", sql: `INSERT INTO ledger_balances (account, currency, shard, balance, non_negative, updated_at)
-		SELECT u.account, u.currency, CASE WHEN u.zero THEN 0 ELSE $7 END, u.amount, u.floor, $6
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::boolean[], $5::boolean[])
+	return `INSERT INTO ledger_balances (account, currency, shard, balance, non_negative, updated_at)
+		SELECT u.account, u.currency, CASE WHEN u.zero THEN 0 ELSE ` + arg(t.shard) + `::smallint END, u.amount, u.floor, ` +
+		arg(t.deltasAt) + `::timestamptz
+		FROM unnest(` + arg(accounts) + `::text[], ` + arg(currencies) + `::text[], ` + arg(amounts) + `::bigint[], ` +
+		arg(floor) + `::boolean[], ` + arg(zero) + `::boolean[])
 			WITH ORDINALITY AS u (account, currency, amount, floor, zero, n)
 		ORDER BY u.n
 		ON CONFLICT (account, currency, shard) DO UPDATE SET balance = ledger_balances.balance + excluded.balance,
-			updated_at = excluded.updated_at`, args: []any{accounts, currencies, amounts, floor, zero, t.deltasAt, t.shard}}
+			updated_at = excluded.updated_at`
+}
+
+// plainBalances returns the accounts of the summed balance changes, in
+// order, when every one of them is a plain upsert (no check, no debit of
+// an account with a floor, no entry written after a check): then one
+// balanceUpsert writes them all.
+func (t *txConn) plainBalances() ([]balanceKey, bool) {
+	if len(t.deltas) == 0 || len(t.checkedRows) > 0 {
+		return nil, false
+	}
+	keys := sortedKeys(t.deltas, func(a, b balanceKey) int {
+		return cmp.Or(cmp.Compare(a.account, b.account), cmp.Compare(a.currency, b.currency))
+	})
+	for _, k := range keys {
+		if len(t.checks[k]) > 0 || (ledger.NonNegative(k.account) && t.deltas[k] < 0) {
+			return nil, false
+		}
+	}
+	return keys, true
 }
 
 // LockBalance returns an account's cached balance, creating it at zero,

@@ -337,10 +337,11 @@ func (t *txConn) addStat(r statRow, count, amount int64) {
 }
 
 // hot returns the statements that write the summed hot rows, in the
-// fixed order, and forgets the sums. The quota and the counters (volume,
-// stats, counts) go in one statement, each table's upsert a
-// data-modifying CTE that the final SELECT reads in that order: one
-// statement's executor start-up instead of four.
+// fixed order, and forgets the sums. The quota, the counters (volume,
+// stats, counts) and the balance changes that need no check go in one
+// statement, each table's upsert a data-modifying CTE that the final
+// SELECT reads in that order: one statement's executor start-up instead
+// of five.
 func (t *txConn) hot() []queued {
 	var out []queued
 	var ctes, reads []string
@@ -417,6 +418,11 @@ func (t *txConn) hot() []queued {
 				RETURNING 1`)
 		}
 		t.counts = nil
+	}
+	// The balances, last, when they need no check (a payment's credits).
+	if keys, ok := t.plainBalances(); ok {
+		ctes = append(ctes, t.balanceUpsertSQL(keys, arg)+" RETURNING 1")
+		t.deltas, t.checks = nil, nil
 	}
 	if len(ctes) > 0 {
 		// The SELECT reads each CTE in turn, which runs it to its end:
