@@ -3,11 +3,15 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // The checkpointer copies the WAL's pages into the database file from a
@@ -48,6 +52,26 @@ const (
 	restartWait  = 200 * time.Millisecond
 	restartRetry = 5 * time.Second
 )
+
+// errRestartBusy is a RESTART checkpoint that readers kept from
+// finishing within restartWait.
+var errRestartBusy = errors.New("wal_checkpoint(RESTART): busy")
+
+// restartRetryAt is when to try a RESTART that failed with err again. A
+// reader that held on (an online backup) is left restartRetry: each try
+// holds the writer up to restartWait. Any other failure (the disk full,
+// an I/O error) returns at once without waiting for anyone, and is tried
+// at the next poll: once space returns, the WAL must start over before
+// the writes it lets through fill the disk again (a chaos run whose
+// RESTART waited 5 s after the disk was freed saw the WAL grow to the
+// whole 256 MiB filesystem, and no checkpoint could then write).
+func restartRetryAt(err error, now time.Time) time.Time {
+	var e *sqlite.Error
+	if errors.Is(err, errRestartBusy) || errors.As(err, &e) && (e.Code()&0xff == sqlite3.SQLITE_BUSY || e.Code()&0xff == sqlite3.SQLITE_LOCKED) {
+		return now.Add(restartRetry)
+	}
+	return now
+}
 
 type checkpointer struct {
 	db   *sql.DB
@@ -109,14 +133,14 @@ func (c *checkpointer) run() {
 			if _, copied, err := c.checkpoint(); err == nil {
 				c.copied.Add(int64(copied))
 			}
-			// A failure (the disk full, a reader that holds on) is
-			// tried again a little later; PASSIVE passes go on.
-			if c.restart() == nil {
+			// PASSIVE passes go on meanwhile.
+			err := c.restart()
+			if err == nil {
 				c.restarted.Add(1)
 				restarted, last = fi, nil
 				continue
 			}
-			retryAt = time.Now().Add(restartRetry)
+			retryAt = restartRetryAt(err, time.Now())
 		}
 		// Nothing committed since the last pass: nothing to copy.
 		if same(last) {

@@ -155,7 +155,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 				return err
 			}
 			if busy != 0 {
-				return errors.New("wal_checkpoint(RESTART): busy")
+				return errRestartBusy
 			}
 			return nil
 		})
