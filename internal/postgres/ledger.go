@@ -212,17 +212,15 @@ func (t *Tx) ChecksAtCommit() bool { return true }
 // balanceUpsert adds the summed changes of keys, none of which needs a
 // check, rows in keys' order.
 func (t *txConn) balanceUpsert(keys []balanceKey) queued {
-	var args []any
-	sql := t.balanceUpsertSQL(keys, func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	})
+	var args params
+	sql := t.balanceUpsertSQL(keys, &args)
 	return queued{op: "update balances", sql: sql, args: args}
 }
 
 // balanceUpsertSQL is balanceUpsert's statement, its parameters added
-// with arg.
-func (t *txConn) balanceUpsertSQL(keys []balanceKey, arg func(any) string) string {
+// to args.
+func (t *txConn) balanceUpsertSQL(keys []balanceKey, args *params) string {
+	arg := args.add
 	n := len(keys)
 	accounts, currencies, amounts := make([]string, n), make([]string, n), make([]int64, n)
 	floor, zero := make([]bool, n), make([]bool, n)

@@ -67,6 +67,15 @@ type txConn struct {
 	shard int16
 }
 
+// params are a statement's parameters, numbered as they are added.
+type params []any
+
+// add appends v and returns its placeholder ($n).
+func (p *params) add(v any) string {
+	*p = append(*p, v)
+	return "$" + strconv.Itoa(len(*p))
+}
+
 // quotaCount is a new Idempotency-Key's count against its merchant's
 // quota, added at COMMIT.
 type quotaCount struct {
@@ -345,12 +354,8 @@ func (t *txConn) addStat(r statRow, count, amount int64) {
 func (t *txConn) hot() []queued {
 	var out []queued
 	var ctes, reads []string
-	var args []any
-	// arg adds a parameter and returns its placeholder.
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var args params
+	arg := args.add
 	if q := t.quota; q != nil {
 		// Past the limit the statement raises quotaExceededCode: the
 		// transaction rolls back, answered as ClaimQuotaExceeded.
@@ -421,7 +426,7 @@ func (t *txConn) hot() []queued {
 	}
 	// The balances, last, when they need no check (a payment's credits).
 	if keys, ok := t.plainBalances(); ok {
-		ctes = append(ctes, t.balanceUpsertSQL(keys, arg)+" RETURNING 1")
+		ctes = append(ctes, t.balanceUpsertSQL(keys, &args)+" RETURNING 1")
 		t.deltas, t.checks = nil, nil
 	}
 	if len(ctes) > 0 {
