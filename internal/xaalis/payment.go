@@ -402,11 +402,11 @@ func (a *App) initiateRequest(t *Transaction) InitiateRequest {
 // merchantRefUsed is the validation_error of a merchant_ref that another
 // record holds. A publishable key learns nothing of that record.
 func merchantRefUsed(existing *Transaction, pub bool) *Error {
-	msg := "is already used"
-	if !pub {
-		msg = fmt.Sprintf("is already used by %s (%s)", existing.Reference, existing.Status)
+	if pub {
+		return merchantRefTaken()
 	}
-	return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {msg}}}
+	return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {
+		fmt.Sprintf("is already used by %s (%s)", existing.Reference, existing.Status)}}}
 }
 
 // resumable reports whether an existing payment with the same merchant_ref
