@@ -280,7 +280,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 			t.rollback(ctx)
 		}
 	}()
-	tx := &Tx{tx: t, box: s.box}
+	tx := &Tx{tx: t, box: s.box, wakeChannel: s.wakeChannel}
 	if err := fn(tx); err != nil {
 		// A check that balance changes written early (ahead of a
 		// LockBalance) made: the same answer as at commit.
@@ -355,6 +355,9 @@ type Tx struct {
 	tx   *txConn
 	box  xaalis.SecretBox
 	wake xaalis.Wakeup
+	// wakeChannel is the store's NOTIFY channel, for statements that wake
+	// the dispatcher only when they store work (InsertFanOut).
+	wakeChannel string
 	// quotaRetry is when the quota window of the key this transaction
 	// claimed ends, from the claim (quotaRefusal).
 	quotaRetry time.Duration

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -116,10 +117,36 @@ func (t *Tx) UpdateWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoin
 	return oneRow("update webhook endpoint", tag, err)
 }
 
-// ActiveWebhookEndpoints lists the merchant's endpoints in a mode for
-// fan-out, inside the event's transaction.
+// ActiveWebhookEndpoints lists the merchant's endpoints in a mode, not
+// deleted, oldest first, with their secrets opened.
 func (t *Tx) ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
 	return activeEndpoints(ctx, t.tx, t.box, merchantID, mode)
+}
+
+// InsertFanOut stores ev's deliveries to the endpoints subscribed to it
+// (xaalis.WebhookTx) in one statement sent with the next one: reading the
+// endpoints first cost every event a round trip. WebhookEndpoint.Subscribed
+// is written again in SQL (no events, "*" or ev.Type); the storetest
+// FanOut test holds the two to one answer. The NOTIFY goes out only when a
+// delivery was stored, and PostgreSQL sends it at COMMIT.
+func (t *Tx) InsertFanOut(ctx context.Context, ev *xaalis.Event, newID xaalis.IDGen) error {
+	ids := make([]string, xaalis.MaxWebhookEndpoints)
+	for i := range ids {
+		ids[i] = newID()
+	}
+	t.tx.later("fan out", `WITH d AS (
+		INSERT INTO webhook_deliveries (`+deliveryColumns+`)
+		SELECT coalesce(($1::text[])[w.n], gen_random_uuid()::text), $2, $3, $4, w.id, w.url, w.payload_format,
+			$5, 0, $6, NULL, $6, $6
+		FROM (SELECT id, url, payload_format, row_number() OVER (ORDER BY created_at, id) AS n
+			FROM webhook_endpoints
+			WHERE merchant_id = $3 AND mode = $4 AND deleted_at IS NULL
+				AND (cardinality(events) = 0 OR events && ARRAY['*', $7::text])) AS w
+		RETURNING 1)
+	SELECT pg_notify($8, $9) FROM (SELECT 1 FROM d LIMIT 1) AS stored`,
+		ids, ev.ID, ev.MerchantID, ev.Mode, xaalis.DeliveryPending, ev.CreatedAt, ev.Type,
+		t.wakeChannel, strconv.Itoa(int(xaalis.WakeDeliveries)))
+	return nil
 }
 
 const eventColumns = `id, merchant_id, mode, type, object_type, object_id, seq, data, created_at`
@@ -214,14 +241,14 @@ func queryDeliveries(ctx context.Context, q querier, op, query string, args ...a
 }
 
 // InsertDelivery stores a new delivery, held by nobody.
+//
+// It is sent with the transaction's next statement or its COMMIT: an
+// error (a missing event) fails the transaction there.
 func (t *Tx) InsertDelivery(ctx context.Context, d *xaalis.Delivery) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO webhook_deliveries (`+deliveryColumns+`)
+	t.tx.later("insert delivery", `INSERT INTO webhook_deliveries (`+deliveryColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		d.ID, d.EventID, d.MerchantID, d.Mode, nullString(d.EndpointID), d.URL, d.Format, d.Status, d.Attempts,
 		d.NextAttemptAt, d.LastAttemptAt, d.CreatedAt, d.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("insert delivery: %w", err)
-	}
 	return nil
 }
 

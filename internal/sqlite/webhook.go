@@ -123,10 +123,42 @@ func (t *Tx) UpdateWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoin
 	return oneRow(res)
 }
 
-// ActiveWebhookEndpoints lists the merchant's endpoints in a mode for
-// fan-out, inside the event's transaction.
+// ActiveWebhookEndpoints lists the merchant's endpoints in a mode, not
+// deleted, oldest first, with their secrets opened.
 func (t *Tx) ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {
 	return activeEndpoints(ctx, t.tx, t.box, merchantID, mode)
+}
+
+// InsertFanOut stores ev's deliveries to the endpoints subscribed to it
+// (xaalis.WebhookTx). It reads only what a delivery copies: the secrets
+// stay sealed, which saves opening them for every event.
+func (t *Tx) InsertFanOut(ctx context.Context, ev *xaalis.Event, newID xaalis.IDGen) error {
+	eps, err := queryAll(ctx, t.tx, "read fan-out endpoints", func(sc func(...any) error) (*xaalis.WebhookEndpoint, error) {
+		var w xaalis.WebhookEndpoint
+		var events string
+		if err := sc(&w.ID, &w.URL, &events, &w.Format); err != nil {
+			return nil, err
+		}
+		w.Events = splitList(events)
+		return &w, nil
+	}, `SELECT id, url, events, payload_format FROM webhook_endpoints
+		WHERE merchant_id = ? AND mode = ? AND deleted_at IS NULL ORDER BY created_at, id`, ev.MerchantID, ev.Mode)
+	if err != nil {
+		return err
+	}
+	for _, w := range eps {
+		if !w.Subscribed(ev.Type) {
+			continue
+		}
+		d := &xaalis.Delivery{ID: newID(), EventID: ev.ID, MerchantID: ev.MerchantID, Mode: ev.Mode, EndpointID: w.ID,
+			URL: w.URL, Format: w.Format, Status: xaalis.DeliveryPending, NextAttemptAt: ev.CreatedAt,
+			CreatedAt: ev.CreatedAt, UpdatedAt: ev.CreatedAt}
+		if err := t.InsertDelivery(ctx, d); err != nil {
+			return err
+		}
+		t.Wake(xaalis.WakeDeliveries)
+	}
+	return nil
 }
 
 const eventColumns = `id, merchant_id, mode, type, object_type, object_id, seq, data, created_at`

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("WebhookEndpoint", func(t *testing.T) { t.Parallel(); testWebhookEndpoint(t, open(t)) })
 	t.Run("EventList", func(t *testing.T) { t.Parallel(); testEventList(t, open(t)) })
 	t.Run("Deliveries", func(t *testing.T) { t.Parallel(); testDeliveries(t, open(t)) })
+	t.Run("FanOut", func(t *testing.T) { t.Parallel(); testFanOut(t, open(t)) })
 	t.Run("ClaimDeliveries", func(t *testing.T) { t.Parallel(); testClaimDeliveries(t, open(t)) })
 	t.Run("ClaimDeliveriesConcurrent", func(t *testing.T) { t.Parallel(); ConcurrentClaims(t, open(t)) })
 	t.Run("CallbackSecret", func(t *testing.T) { t.Parallel(); testCallbackSecret(t, open(t)) })

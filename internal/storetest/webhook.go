@@ -460,6 +460,145 @@ func testDeliveries(t *testing.T, s xaalis.Store) {
 	}
 }
 
+// testFanOut: an event gets one pending delivery per endpoint of its
+// merchant and mode subscribed to its type (no events, "*" or the type),
+// none for a deleted endpoint, another mode's or another merchant's, in
+// the endpoints' order and named by the generator; the dispatcher is woken
+// when one is stored and only then. Past MaxWebhookEndpoints endpoints
+// (only a race of creations makes them) every endpoint still gets one.
+func testFanOut(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m, other := NewMerchant(t, s), NewMerchant(t, s)
+	ep := func(m *xaalis.Merchant, mode xaalis.Mode, at time.Duration, url string, events ...string) *xaalis.WebhookEndpoint {
+		w := newEndpoint(m, mode, t0.Add(at))
+		w.URL, w.Events = "https://shop.example/"+url, events
+		if url == "legacy" {
+			w.Format = xaalis.FormatLegacy
+		}
+		insertEndpoint(t, s, w)
+		return w
+	}
+	all := ep(m, xaalis.ModeTest, 0, "all")
+	star := ep(m, xaalis.ModeTest, time.Second, "legacy", "*")
+	exact := ep(m, xaalis.ModeTest, 2*time.Second, "exact", xaalis.EventPaymentFailed, xaalis.EventPaymentSuccess)
+	ep(m, xaalis.ModeTest, 3*time.Second, "failed-only", xaalis.EventPaymentFailed)
+	ep(m, xaalis.ModeLive, 4*time.Second, "live")
+	ep(other, xaalis.ModeTest, 5*time.Second, "other")
+	deleted := ep(m, xaalis.ModeTest, 6*time.Second, "deleted")
+	gone := t0.Add(time.Minute)
+	deleted.DeletedAt, deleted.UpdatedAt = &gone, gone
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.UpdateWebhookEndpoint(ctx, deleted) }); err != nil {
+		t.Fatal(err)
+	}
+
+	wake := s.Subscribe(xaalis.WakeDeliveries)
+	DrainWakes(wake)
+	// fanOut stores an event of merchant m in mode with its fan-out and
+	// returns it with the IDs the generator made, in order.
+	fanOut := func(m *xaalis.Merchant, mode xaalis.Mode, typ string) (*xaalis.Event, []string) {
+		t.Helper()
+		e := &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: mode, Type: typ, ObjectType: "transaction",
+			ObjectID: xaalis.NewUUIDv7(), First: true, Data: []byte(`{}`), CreatedAt: t0.Add(2 * time.Minute)}
+		var made []string
+		err := s.Update(ctx, func(tx xaalis.Tx) error {
+			made = nil
+			if err := tx.InsertEvent(ctx, e); err != nil {
+				return err
+			}
+			return tx.InsertFanOut(ctx, e, func() string {
+				id := xaalis.NewUUIDv7()
+				made = append(made, id)
+				return id
+			})
+		})
+		if err != nil {
+			t.Fatalf("fan out: %v", err)
+		}
+		return e, made
+	}
+	e, made := fanOut(m, xaalis.ModeTest, xaalis.EventPaymentSuccess)
+	ds, err := s.Deliveries(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := []*xaalis.WebhookEndpoint{all, star, exact}
+	if len(ds) != len(targets) || len(made) < len(targets) {
+		t.Fatalf("deliveries to %v (%d IDs made); want to %v", deliveryURLs(ds), len(made), endpointURLs(targets))
+	}
+	for i, w := range targets {
+		want := &xaalis.Delivery{ID: made[i], EventID: e.ID, MerchantID: m.ID, Mode: xaalis.ModeTest, EndpointID: w.ID,
+			URL: w.URL, Format: w.Format, Status: xaalis.DeliveryPending, NextAttemptAt: e.CreatedAt,
+			CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt}
+		if !sameDelivery(ds[i], want) {
+			t.Fatalf("delivery %d = %+v; want %+v", i, ds[i], want)
+		}
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a fan-out that stored deliveries did not wake the dispatcher")
+	}
+	DrainWakes(wake)
+
+	// Subscribed to nothing of this type: no delivery, no wake-up.
+	e, _ = fanOut(other, xaalis.ModeTest, xaalis.EventPaymentSuccess) // other's one endpoint takes every event
+	if ds, err := s.Deliveries(ctx, e.ID); err != nil || len(ds) != 1 {
+		t.Fatalf("other merchant's deliveries = %v, %v", deliveryURLs(ds), err)
+	}
+	DrainWakes(wake)
+	lone := NewMerchant(t, s)
+	ep(lone, xaalis.ModeTest, 0, "failed-only", xaalis.EventPaymentFailed)
+	e, _ = fanOut(lone, xaalis.ModeTest, xaalis.EventPaymentSuccess)
+	if ds, err := s.Deliveries(ctx, e.ID); err != nil || len(ds) != 0 {
+		t.Fatalf("deliveries to an endpoint not subscribed = %v, %v", deliveryURLs(ds), err)
+	}
+	select {
+	case <-wake:
+		t.Fatal("a fan-out that stored nothing woke the dispatcher")
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	// More endpoints than the limit: one delivery each, none named twice.
+	many := NewMerchant(t, s)
+	n := xaalis.MaxWebhookEndpoints + 2
+	for i := range n {
+		ep(many, xaalis.ModeTest, time.Duration(i)*time.Second, fmt.Sprintf("many/%d", i))
+	}
+	e, made = fanOut(many, xaalis.ModeTest, xaalis.EventRefundSuccess)
+	ds, err = s.Deliveries(ctx, e.ID)
+	if err != nil || len(ds) != n {
+		t.Fatalf("deliveries past the limit: %d, %v; want %d", len(ds), err, n)
+	}
+	ids, urls := map[string]bool{}, map[string]bool{}
+	for _, d := range ds {
+		ids[d.ID], urls[d.URL] = true, true
+	}
+	if len(ids) != n || len(urls) != n {
+		t.Fatalf("past the limit: %d distinct IDs and %d URLs of %d deliveries", len(ids), len(urls), n)
+	}
+	for i := range min(len(made), xaalis.MaxWebhookEndpoints) {
+		if !ids[made[i]] {
+			t.Fatalf("ID %d of the generator, %s, names no delivery", i, made[i])
+		}
+	}
+}
+
+func endpointURLs(ws []*xaalis.WebhookEndpoint) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.URL
+	}
+	return out
+}
+
+func deliveryURLs(ds []*xaalis.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.URL
+	}
+	return out
+}
+
 func deliveryIDs(ds []*xaalis.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {

@@ -231,9 +231,21 @@ type WebhookTx interface {
 	InsertWebhookEndpoint(ctx context.Context, w *WebhookEndpoint) error
 	WebhookEndpointForUpdate(ctx context.Context, merchantID, id string) (*WebhookEndpoint, error)
 	UpdateWebhookEndpoint(ctx context.Context, w *WebhookEndpoint) error
-	// ActiveWebhookEndpoints lists endpoints for fan-out, inside the event's
-	// transaction.
+	// ActiveWebhookEndpoints lists the merchant's endpoints in a mode, not
+	// deleted, oldest first, with their secrets opened.
 	ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode Mode) ([]*WebhookEndpoint, error)
+	// InsertFanOut stores, in ev's transaction, one pending delivery of ev,
+	// due at ev.CreatedAt, for every endpoint of ev's merchant in ev's mode
+	// that is not deleted and is subscribed to ev.Type (Subscribed), in the
+	// endpoints' order, oldest first, each named by newID; and wakes the
+	// dispatcher at commit when it stores any.
+	//
+	// It is one statement that nothing waits for: PostgreSQL sends it with
+	// the transaction's next statement, so an event costs no round trip of
+	// its own. PostgreSQL names the deliveries from MaxWebhookEndpoints
+	// IDs made ahead; an endpoint past them, which only endpoints created
+	// concurrently past the limit can be, gets a random UUID.
+	InsertFanOut(ctx context.Context, ev *Event, newID IDGen) error
 	InsertDelivery(ctx context.Context, d *Delivery) error
 	// RedeliveryTargets counts the events that have a delivery matching f
 	// and, when there are at most max, returns one delivery per event and

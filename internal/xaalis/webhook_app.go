@@ -38,36 +38,25 @@ func NewWebhookSecret() string { return "whsec_" + RandomString(32, webhookSecre
 // emit stores an event and, in the same transaction, one delivery for
 // every endpoint of the merchant subscribed to it and one for callbackURL
 // when set (in the account's default format): the outbox webhooks are
-// delivered from.
+// delivered from. The dispatcher starts on them once this commits, not at
+// its next poll.
 func (a *App) emit(ctx context.Context, tx Tx, ev *Event, callbackURL string) error {
 	if err := tx.InsertEvent(ctx, ev); err != nil {
 		return fmt.Errorf("insert event: %w", err)
 	}
-	eps, err := tx.ActiveWebhookEndpoints(ctx, ev.MerchantID, ev.Mode)
-	if err != nil {
-		return fmt.Errorf("list webhook endpoints: %w", err)
+	if err := tx.InsertFanOut(ctx, ev, a.NewID); err != nil {
+		return fmt.Errorf("fan out: %w", err)
 	}
-	add := func(endpointID, url string, f PayloadFormat) error {
-		d := &Delivery{ID: a.NewID(), EventID: ev.ID, MerchantID: ev.MerchantID, Mode: ev.Mode, EndpointID: endpointID,
-			URL: url, Format: f, Status: DeliveryPending, NextAttemptAt: ev.CreatedAt, CreatedAt: ev.CreatedAt, UpdatedAt: ev.CreatedAt}
-		if err := tx.InsertDelivery(ctx, d); err != nil {
-			return fmt.Errorf("insert delivery: %w", err)
-		}
-		// The dispatcher starts on it once this commits, not at its
-		// next poll.
-		tx.Wake(WakeDeliveries)
+	if callbackURL == "" {
 		return nil
 	}
-	for _, w := range eps {
-		if w.Subscribed(ev.Type) {
-			if err := add(w.ID, w.URL, w.Format); err != nil {
-				return err
-			}
-		}
+	d := &Delivery{ID: a.NewID(), EventID: ev.ID, MerchantID: ev.MerchantID, Mode: ev.Mode, URL: callbackURL,
+		Format: Format20260601, Status: DeliveryPending, NextAttemptAt: ev.CreatedAt, CreatedAt: ev.CreatedAt,
+		UpdatedAt: ev.CreatedAt}
+	if err := tx.InsertDelivery(ctx, d); err != nil {
+		return fmt.Errorf("insert delivery: %w", err)
 	}
-	if callbackURL != "" {
-		return add("", callbackURL, Format20260601)
-	}
+	tx.Wake(WakeDeliveries)
 	return nil
 }
 
