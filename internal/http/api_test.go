@@ -343,6 +343,46 @@ func TestIdempotency(t *testing.T) {
 	})
 }
 
+// keyReads is a store that counts its reads of an Idempotency-Key made
+// on their own (Store.IdempotencyKey).
+type keyReads struct {
+	xaalis.Store
+	n atomic.Int32
+}
+
+func (s *keyReads) IdempotencyKey(ctx context.Context, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
+	s.n.Add(1)
+	return s.Store.IdempotencyKey(ctx, sc)
+}
+
+// TestIdempotencyKeyReadWithAPIKey: a request's Idempotency-Key is read
+// with its API key, in one statement: a new key, a replay and a conflict
+// make no read of their own, and answer as before.
+func TestIdempotencyKeyReadWithAPIKey(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		store := &keyReads{Store: b.open(t)}
+		e := newEnv(t, store)
+		_, keys := e.merchant()
+		post := func(idem, body string) *response {
+			return e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: idem, body: body})
+		}
+		first := post("one-read", planBody).want(t, 201, "")
+		second := post("one-read", planBody).want(t, 201, "")
+		if second.header.Get("Idempotent-Replay") != "true" || string(first.body) != string(second.body) {
+			t.Fatalf("replay: %v %s", second.header, second.body)
+		}
+		post("one-read", strings.Replace(planBody, "Gold", "Gole", 1)).want(t, 409, xaalis.EIdempotencyConflict)
+		// Another mode's key of the same name is another key.
+		live := e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretLive, idem: "one-read", body: planBody}).want(t, 201, "")
+		if live.header.Get("Idempotent-Replay") != "" {
+			t.Fatal("a live key's request replayed the test key's answer")
+		}
+		if n := store.n.Load(); n != 0 {
+			t.Fatalf("%d reads of an Idempotency-Key on its own; want none: the API key's read carries it", n)
+		}
+	})
+}
+
 // concurrentPosts fires n identical POSTs with one key, spread over the
 // servers, and returns how many ran the action (201 without replay). Every
 // other answer must be a replay or an in-flight conflict.

@@ -56,7 +56,16 @@ func (s *Server) api(ra routeAuth, h http.HandlerFunc) http.Handler {
 			Error(w, r, s.authFailed(r, xaalis.Errorf(xaalis.EUnauthorized, "Send the API key as `Authorization: Bearer <key>` or `X-API-Key: <key>`.")))
 			return
 		}
-		p, err := s.App.Authenticate(r.Context(), secret, clientIP(r))
+		// A request that runs under its Idempotency-Key reads the key's row
+		// with the API key's (knownKey): a replay is then answered from that
+		// one read, and a new key costs no read of its own.
+		idemKey := ""
+		if mutating(r.Method) && !ra.changesNothing {
+			if key := r.Header.Get("Idempotency-Key"); checkIdempotencyKey(key) == nil {
+				idemKey = key
+			}
+		}
+		p, rec, err := s.App.AuthenticateIdempotent(r.Context(), secret, clientIP(r), idemKey)
 		if err != nil {
 			Error(w, r, s.authFailed(r, err))
 			return
@@ -86,9 +95,12 @@ func (s *Server) api(ra routeAuth, h http.HandlerFunc) http.Handler {
 			Error(w, r, err)
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), ctxPrincipal, p))
-		switch r.Method {
-		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		ctx := context.WithValue(r.Context(), ctxPrincipal, p)
+		if idemKey != "" {
+			ctx = context.WithValue(ctx, ctxKnownKey, knownKey{key: idemKey, rec: rec})
+		}
+		r = r.WithContext(ctx)
+		if mutating(r.Method) {
 			if !ra.changesNothing {
 				s.idempotent(w, r, h)
 				return

@@ -36,16 +36,7 @@ type idemState struct {
 // forgotten so a retry runs.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		Error(w, r, xaalis.E(xaalis.EIdempotencyKeyRequired))
-		return
-	}
-	if utf8.RuneCountInString(key) > xaalis.IdempotencyKeyMaxLen {
-		Error(w, r, xaalis.E(xaalis.EIdempotencyKeyTooLong, "max_length", xaalis.IdempotencyKeyMaxLen))
-		return
-	}
-	// The key is stored: the input hygiene rules apply to it.
-	if err := checkHeader("Idempotency-Key", key); err != nil {
+	if err := checkIdempotencyKey(key); err != nil {
 		Error(w, r, err)
 		return
 	}
@@ -84,8 +75,16 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 	// that no request of ours runs was left behind, and is taken over.
 	running := s.App.HoldClaim(st.token)
 	defer running()
-	// A known key answers from its row: replays cost one read.
-	rec, err := s.App.Store.IdempotencyKey(r.Context(), st.scope)
+	// A known key answers from its row: a replay costs one read, the one
+	// that authenticated the request (knownKey).
+	var rec *xaalis.IdempotencyRecord
+	if known, ok := r.Context().Value(ctxKnownKey).(knownKey); ok && known.key == key {
+		if rec, err = known.rec, nil; rec == nil {
+			err = xaalis.ErrNotFound
+		}
+	} else {
+		rec, err = s.App.Store.IdempotencyKey(r.Context(), st.scope)
+	}
 	switch {
 	case errors.Is(err, xaalis.ErrNotFound):
 	case err != nil:
@@ -152,6 +151,36 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 		}
 	}()
 	h(rec2, r)
+}
+
+// knownKey is the row of a request's Idempotency-Key, read with its API
+// key (App.AuthenticateIdempotent): rec is nil when the key is new.
+type knownKey struct {
+	key string
+	rec *xaalis.IdempotencyRecord
+}
+
+// mutating reports whether a method runs under an Idempotency-Key (unless
+// its route changes nothing).
+func mutating(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// checkIdempotencyKey returns idempotency_key_required,
+// idempotency_key_too_long, or the input hygiene rules' error: the key is
+// stored.
+func checkIdempotencyKey(key string) error {
+	if key == "" {
+		return xaalis.E(xaalis.EIdempotencyKeyRequired)
+	}
+	if utf8.RuneCountInString(key) > xaalis.IdempotencyKeyMaxLen {
+		return xaalis.E(xaalis.EIdempotencyKeyTooLong, "max_length", xaalis.IdempotencyKeyMaxLen)
+	}
+	return checkHeader("Idempotency-Key", key)
 }
 
 // writeClaimOutcome answers a request whose Idempotency-Key is taken.

@@ -129,6 +129,7 @@ const (
 	ctxIdempotency
 	ctxAccess
 	ctxClient
+	ctxKnownKey
 )
 
 func requestID(ctx context.Context) string {

@@ -27,51 +27,61 @@ func (s *Store) IdempotencyKey(ctx context.Context, sc xaalis.IdempotencyScope) 
 	return readKey(ctx, s.pool, s.box, sc, "")
 }
 
+// idemColumns are an Idempotency-Key's columns (ik) and its owner's
+// heartbeat (si), as idemRow receives them.
+const idemColumns = `ik.fingerprint, ik.state, ik.locked_until, ik.expires_at, ik.response_status,
+	ik.response_content_type, ik.response_location, ik.response_body, ik.token, ik.instance_id, si.heartbeat_at`
+
+// idemRow receives idemColumns: all NULL when a LEFT JOIN found no key.
+type idemRow struct {
+	state, token, ctype, loc, owner   *string
+	lockedUntil, expiresAt, heartbeat *time.Time
+	status                            *int
+	fingerprint, body                 []byte
+}
+
+func (r *idemRow) dest() []any {
+	return []any{&r.fingerprint, &r.state, &r.lockedUntil, &r.expiresAt, &r.status, &r.ctype, &r.loc, &r.body,
+		&r.token, &r.owner, &r.heartbeat}
+}
+
+// record returns the key the row holds, ErrNotFound when it holds none; a
+// sealed stored answer is opened with box.
+func (r *idemRow) record(box xaalis.SecretBox, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
+	if r.fingerprint == nil {
+		return nil, xaalis.ErrNotFound
+	}
+	rec := &xaalis.IdempotencyRecord{Fingerprint: r.fingerprint, Token: deref(r.token), Owner: deref(r.owner),
+		LockedUntil: r.lockedUntil.UTC(), ExpiresAt: r.expiresAt.UTC(), OwnerHeartbeat: utcPtr(r.heartbeat)}
+	if rec.Done = deref(r.state) == "done"; rec.Done {
+		body, err := openAnswer(box, sc, r.body)
+		if err != nil {
+			return nil, err
+		}
+		rec.Response = &xaalis.StoredResponse{ContentType: deref(r.ctype), Location: deref(r.loc), Body: body}
+		if r.status != nil {
+			rec.Response.Status = *r.status
+		}
+	}
+	return rec, nil
+}
+
 // readKey reads a key's row; a sealed stored answer is opened with box.
 func readKey(ctx context.Context, q querier, box xaalis.SecretBox, sc xaalis.IdempotencyScope, lock string) (*xaalis.IdempotencyRecord, error) {
-	var (
-		r          xaalis.IdempotencyRecord
-		state      string
-		status     *int
-		ctype, loc *string
-		body       []byte
-		owner      *string
-	)
 	// The owner's heartbeat comes with the key: whether its holder still
 	// runs is decided from this one read.
-	err := q.QueryRow(ctx, `SELECT k.fingerprint, k.state, k.locked_until, k.expires_at, k.response_status,
-		k.response_content_type, k.response_location, k.response_body, k.token, k.instance_id, i.heartbeat_at
-		FROM idempotency_keys k LEFT JOIN server_instances i ON i.id = k.instance_id
-		WHERE k.merchant_id = $1 AND k.mode = $2 AND k.key_type = $3 AND k.key = $4`+lock,
-		sc.MerchantID, sc.Mode, sc.KeyType, sc.Key).
-		Scan(&r.Fingerprint, &state, &r.LockedUntil, &r.ExpiresAt, &status, &ctype, &loc, &body, &r.Token, &owner, &r.OwnerHeartbeat)
+	var r idemRow
+	err := q.QueryRow(ctx, `SELECT `+idemColumns+`
+		FROM idempotency_keys ik LEFT JOIN server_instances si ON si.id = ik.instance_id
+		WHERE ik.merchant_id = $1 AND ik.mode = $2 AND ik.key_type = $3 AND ik.key = $4`+lock,
+		sc.MerchantID, sc.Mode, sc.KeyType, sc.Key).Scan(r.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, xaalis.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read idempotency key: %w", err)
 	}
-	r.LockedUntil, r.ExpiresAt, r.OwnerHeartbeat = r.LockedUntil.UTC(), r.ExpiresAt.UTC(), utcPtr(r.OwnerHeartbeat)
-	if owner != nil {
-		r.Owner = *owner
-	}
-	if r.Done = state == "done"; r.Done {
-		var err error
-		if body, err = openAnswer(box, sc, body); err != nil {
-			return nil, err
-		}
-		r.Response = &xaalis.StoredResponse{Body: body}
-		if status != nil {
-			r.Response.Status = *status
-		}
-		if ctype != nil {
-			r.Response.ContentType = *ctype
-		}
-		if loc != nil {
-			r.Response.Location = *loc
-		}
-	}
-	return &r, nil
+	return r.record(box, sc)
 }
 
 // ClaimIdempotency claims a key for one request in its own transaction.
@@ -180,7 +190,7 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 		}
 		// OF k: the owner's instance row, joined, stays free for its
 		// heartbeats.
-		rec, err := readKey(ctx, tx, t.box, c.Scope, " FOR UPDATE OF k")
+		rec, err := readKey(ctx, tx, t.box, c.Scope, " FOR UPDATE OF ik")
 		if errors.Is(err, xaalis.ErrNotFound) {
 			continue // the holder rolled back between the two statements
 		}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,18 +43,43 @@ func (s *Store) Key(ctx context.Context, id string) (*xaalis.Key, error) {
 	return getKey(ctx, s.pool, id, "")
 }
 
-// KeyByHash returns a key and its merchant in one read.
-func (s *Store) KeyByHash(ctx context.Context, hash []byte) (*xaalis.Key, *xaalis.Merchant, error) {
+// KeyByHash returns a key and its merchant in one read and, when
+// idemKey is not empty, the Idempotency-Key idemKey of the key's merchant,
+// mode and key type, or nil when there is none: a LEFT JOIN of the same
+// statement, so that a replay costs one round trip.
+func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xaalis.Key, *xaalis.Merchant, *xaalis.IdempotencyRecord, error) {
 	var k xaalis.Key
 	var scopes []string
-	row := s.pool.QueryRow(ctx, `SELECT `+merchantColumns+`, `+keyColumns+`
-		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.hash = $1`, hash)
-	m, err := scanMerchant("read key by hash", row, keyDest(&k, &scopes)...)
+	if idemKey == "" {
+		row := s.pool.QueryRow(ctx, `SELECT `+merchantColumns+`, `+keyColumns+`
+			FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.hash = $1`, hash)
+		m, err := scanMerchant("read key by hash", row, keyDest(&k, &scopes)...)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		finishKey(&k, scopes)
+		return &k, m, nil, nil
+	}
+	var ir idemRow
+	row := s.pool.QueryRow(ctx, `SELECT `+merchantColumns+`, `+keyColumns+`, `+idemColumns+`
+		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id
+		LEFT JOIN idempotency_keys ik ON ik.merchant_id = k.merchant_id AND ik.mode = k.mode
+			AND ik.key_type = k.type AND ik.key = $2
+		LEFT JOIN server_instances si ON si.id = ik.instance_id
+		WHERE k.hash = $1`, hash, idemKey)
+	m, err := scanMerchant("read key by hash", row, append(keyDest(&k, &scopes), ir.dest()...)...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	finishKey(&k, scopes)
-	return &k, m, nil
+	rec, err := ir.record(s.box, xaalis.IdempotencyScope{MerchantID: k.MerchantID, Mode: k.Mode, KeyType: k.Type, Key: idemKey})
+	switch {
+	case errors.Is(err, xaalis.ErrNotFound):
+		return &k, m, nil, nil
+	case err != nil:
+		return nil, nil, nil, err
+	}
+	return &k, m, rec, nil
 }
 
 // CreateKey inserts a key.

@@ -396,6 +396,14 @@ func oneRow(op string, tag pgconn.CommandTag, err error) error {
 }
 
 // utcPtr returns t in UTC, keeping nil.
+// deref is *p, or "" for nil: a column that may be NULL.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 func utcPtr(t *time.Time) *time.Time {
 	if t == nil {
 		return nil

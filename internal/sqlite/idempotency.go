@@ -16,41 +16,59 @@ func (s *Store) IdempotencyKey(ctx context.Context, sc xaalis.IdempotencyScope) 
 	return readKey(ctx, s.read, s.secretBox(), sc)
 }
 
+// idemColumns are an Idempotency-Key's columns (ik) and its owner's
+// heartbeat (si), as idemRow receives them.
+const idemColumns = `ik.fingerprint, ik.state, ik.locked_until, ik.expires_at, ik.response_status,
+	ik.response_content_type, ik.response_location, ik.response_body, ik.token, ik.instance_id, si.heartbeat_at`
+
+// idemRow receives idemColumns: all NULL when a LEFT JOIN found no key.
+type idemRow struct {
+	state, token, ctype, loc, owner           sql.NullString
+	lockedUntil, expiresAt, status, heartbeat sql.NullInt64
+	fingerprint, body                         []byte
+}
+
+func (r *idemRow) dest() []any {
+	return []any{&r.fingerprint, &r.state, &r.lockedUntil, &r.expiresAt, &r.status, &r.ctype, &r.loc, &r.body,
+		&r.token, &r.owner, &r.heartbeat}
+}
+
+// record returns the key the row holds, ErrNotFound when it holds none; a
+// sealed stored answer is opened with box.
+func (r *idemRow) record(box xaalis.SecretBox, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
+	if r.fingerprint == nil {
+		return nil, xaalis.ErrNotFound
+	}
+	rec := &xaalis.IdempotencyRecord{Fingerprint: r.fingerprint, Token: r.token.String, Owner: r.owner.String,
+		LockedUntil: fromMicros(r.lockedUntil.Int64), ExpiresAt: fromMicros(r.expiresAt.Int64),
+		OwnerHeartbeat: fromNullMicros(r.heartbeat)}
+	if rec.Done = r.state.String == "done"; rec.Done {
+		body, err := openAnswer(box, sc, r.body)
+		if err != nil {
+			return nil, err
+		}
+		rec.Response = &xaalis.StoredResponse{Status: int(r.status.Int64), ContentType: r.ctype.String,
+			Location: r.loc.String, Body: body}
+	}
+	return rec, nil
+}
+
 // readKey reads a key's row; a sealed stored answer is opened with box.
 func readKey(ctx context.Context, q querier, box xaalis.SecretBox, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
-	var (
-		r           xaalis.IdempotencyRecord
-		state       string
-		lockedUntil int64
-		expiresAt   int64
-		status      sql.NullInt64
-		ctype, loc  sql.NullString
-		body        []byte
-		owner       sql.NullString
-		heartbeat   sql.NullInt64
-	)
 	// The owner's heartbeat comes with the key: whether its holder still
 	// runs is decided from this one read.
-	err := q.QueryRowContext(ctx, `SELECT k.fingerprint, k.state, k.locked_until, k.expires_at, k.response_status,
-		k.response_content_type, k.response_location, k.response_body, k.token, k.instance_id, i.heartbeat_at
-		FROM idempotency_keys k LEFT JOIN server_instances i ON i.id = k.instance_id
-		WHERE k.merchant_id = ? AND k.mode = ? AND k.key_type = ? AND k.key = ?`, sc.MerchantID, sc.Mode, sc.KeyType, sc.Key).
-		Scan(&r.Fingerprint, &state, &lockedUntil, &expiresAt, &status, &ctype, &loc, &body, &r.Token, &owner, &heartbeat)
+	var r idemRow
+	err := q.QueryRowContext(ctx, `SELECT `+idemColumns+`
+		FROM idempotency_keys ik LEFT JOIN server_instances si ON si.id = ik.instance_id
+		WHERE ik.merchant_id = ? AND ik.mode = ? AND ik.key_type = ? AND ik.key = ?`, sc.MerchantID, sc.Mode, sc.KeyType, sc.Key).
+		Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, xaalis.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read idempotency key: %w", err)
 	}
-	r.LockedUntil, r.ExpiresAt = fromMicros(lockedUntil), fromMicros(expiresAt)
-	r.Owner, r.OwnerHeartbeat = owner.String, fromNullMicros(heartbeat)
-	if r.Done = state == "done"; r.Done {
-		if body, err = openAnswer(box, sc, body); err != nil {
-			return nil, err
-		}
-		r.Response = &xaalis.StoredResponse{Status: int(status.Int64), ContentType: ctype.String, Location: loc.String, Body: body}
-	}
-	return &r, nil
+	return r.record(box, sc)
 }
 
 // ClaimIdempotency claims a key for one request in its own transaction.

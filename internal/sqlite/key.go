@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"time"
 
@@ -44,19 +45,48 @@ func (s *Store) Key(ctx context.Context, id string) (*xaalis.Key, error) {
 	return getKey(ctx, s.read, id)
 }
 
-// KeyByHash returns a key and its merchant in one read.
-func (s *Store) KeyByHash(ctx context.Context, hash []byte) (*xaalis.Key, *xaalis.Merchant, error) {
+// KeyByHash returns a key and its merchant in one read and, when
+// idemKey is not empty, the Idempotency-Key idemKey of the key's merchant,
+// mode and key type, or nil when there is none (a LEFT JOIN of the same
+// statement).
+func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xaalis.Key, *xaalis.Merchant, *xaalis.IdempotencyRecord, error) {
 	var k xaalis.Key
 	var scopes, ips string
 	var exp, rev sql.NullInt64
 	var created int64
-	row := s.read.QueryRowContext(ctx, `SELECT `+merchantColumns+`, `+keyColumns+`
-		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.hash = ?`, hash)
-	m, err := scanMerchant(row.Scan, keyDest(&k, &scopes, &ips, &exp, &rev, &created)...)
-	if err != nil {
-		return nil, nil, err
+	dest := keyDest(&k, &scopes, &ips, &exp, &rev, &created)
+	query := `SELECT ` + merchantColumns + `, ` + keyColumns + `
+		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.hash = ?`
+	args := []any{hash}
+	var ir idemRow
+	if idemKey != "" {
+		dest = append(dest, ir.dest()...)
+		query = `SELECT ` + merchantColumns + `, ` + keyColumns + `, ` + idemColumns + `
+		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id
+		LEFT JOIN idempotency_keys ik ON ik.merchant_id = k.merchant_id AND ik.mode = k.mode
+			AND ik.key_type = k.type AND ik.key = ?
+		LEFT JOIN server_instances si ON si.id = ik.instance_id
+		WHERE k.hash = ?`
+		args = []any{idemKey, hash}
 	}
-	return &k, m, finishKey(&k, scopes, ips, exp, rev, created)
+	m, err := scanMerchant(s.read.QueryRowContext(ctx, query, args...).Scan, dest...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := finishKey(&k, scopes, ips, exp, rev, created); err != nil {
+		return nil, nil, nil, err
+	}
+	if idemKey == "" {
+		return &k, m, nil, nil
+	}
+	rec, err := ir.record(s.secretBox(), xaalis.IdempotencyScope{MerchantID: k.MerchantID, Mode: k.Mode, KeyType: k.Type, Key: idemKey})
+	switch {
+	case errors.Is(err, xaalis.ErrNotFound):
+		return &k, m, nil, nil
+	case err != nil:
+		return nil, nil, nil, err
+	}
+	return &k, m, rec, nil
 }
 
 // CreateKey inserts a key.

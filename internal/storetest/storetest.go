@@ -22,6 +22,7 @@ type Opener func(t *testing.T) xaalis.Store
 func Run(t *testing.T, open Opener) {
 	t.Run("Merchant", func(t *testing.T) { t.Parallel(); testMerchant(t, open(t)) })
 	t.Run("Key", func(t *testing.T) { t.Parallel(); testKey(t, open(t)) })
+	t.Run("KeyByHashIdempotency", func(t *testing.T) { t.Parallel(); testKeyByHashIdempotency(t, open(t)) })
 	t.Run("Pepper", func(t *testing.T) { t.Parallel(); testPepper(t, open(t)) })
 	t.Run("UpdateRollsBack", func(t *testing.T) { t.Parallel(); testRollback(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testIdempotency(t, open(t)) })
@@ -207,8 +208,8 @@ func testKey(t *testing.T, s xaalis.Store) {
 	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CreateKey(ctx, k) }); err != nil {
 		t.Fatal(err)
 	}
-	gk, gm, err := s.KeyByHash(ctx, xaalis.HashKey([]byte("pepper"), secret))
-	if err != nil {
+	gk, gm, rec, err := s.KeyByHash(ctx, xaalis.HashKey([]byte("pepper"), secret), "")
+	if err != nil || rec != nil {
 		t.Fatal(err)
 	}
 	if gm.ID != m.ID || gk.ID != k.ID || gk.Mode != xaalis.ModeLive || gk.Type != xaalis.KeySecret ||
@@ -216,7 +217,7 @@ func testKey(t *testing.T, s xaalis.Store) {
 		gk.RevokedAt != nil || len(gk.AllowIPs) != 1 || gk.Prefix != secret[:12] {
 		t.Fatalf("key = %+v", gk)
 	}
-	if _, _, err := s.KeyByHash(ctx, xaalis.HashKey([]byte("other pepper"), secret)); !errors.Is(err, xaalis.ErrNotFound) {
+	if _, _, _, err := s.KeyByHash(ctx, xaalis.HashKey([]byte("other pepper"), secret), ""); !errors.Is(err, xaalis.ErrNotFound) {
 		t.Fatalf("wrong hash: err = %v", err)
 	}
 	dup := *k
@@ -280,6 +281,85 @@ func testRollback(t *testing.T, s xaalis.Store) {
 
 func claim(s xaalis.IdempotencyScope, fp string, token string, now time.Time) xaalis.Claim {
 	return xaalis.Claim{Scope: s, Fingerprint: []byte(fp), Token: token, Now: now, Lease: time.Minute}
+}
+
+// testKeyByHashIdempotency: the key's read also returns the
+// Idempotency-Key of the key's own merchant, mode and key type, as
+// IdempotencyKey reads it (in flight with its owner's heartbeat, then done
+// with its answer), and none of another mode, key type or merchant.
+func testKeyByHashIdempotency(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m, m2 := NewMerchant(t, s), NewMerchant(t, s)
+	k, secret := xaalis.NewKey(xaalis.NewUUIDv7(), m.ID, xaalis.KeySecret, xaalis.ModeLive, nil, nil, nil, []byte("pepper"), t0)
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CreateKey(ctx, k) }); err != nil {
+		t.Fatal(err)
+	}
+	hash := xaalis.HashKey([]byte("pepper"), secret)
+	read := func(idemKey string) *xaalis.IdempotencyRecord {
+		t.Helper()
+		gk, gm, rec, err := s.KeyByHash(ctx, hash, idemKey)
+		if err != nil || gk.ID != k.ID || gm.ID != m.ID {
+			t.Fatalf("key by hash with %q: %v, %v, %v", idemKey, gk, gm, err)
+		}
+		return rec
+	}
+	if rec := read("k1"); rec != nil {
+		t.Fatalf("a key never used: %+v", rec)
+	}
+	inst := &xaalis.Instance{ID: xaalis.NewUUIDv7(), Host: "h1", PID: 100, Process: "p1", StartedAt: t0, HeartbeatAt: t0}
+	if err := s.RegisterInstance(ctx, inst); err != nil {
+		t.Fatal(err)
+	}
+	sc := xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeLive, KeyType: xaalis.KeySecret, Key: "k1"}
+	c := claim(sc, "fp", "a", t0)
+	c.Instance = inst.ID
+	if r, err := s.ClaimIdempotency(ctx, c); err != nil || r.Outcome != xaalis.ClaimAcquired {
+		t.Fatalf("claim: %+v, %v", r, err)
+	}
+	same := func(got *xaalis.IdempotencyRecord) {
+		t.Helper()
+		want, err := s.IdempotencyKey(ctx, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == nil || string(got.Fingerprint) != string(want.Fingerprint) || got.Token != want.Token ||
+			got.Done != want.Done || got.Owner != want.Owner || !sameTimePtr(got.OwnerHeartbeat, want.OwnerHeartbeat) ||
+			!sameTime(got.LockedUntil, want.LockedUntil) || !sameTime(got.ExpiresAt, want.ExpiresAt) ||
+			(got.Response == nil) != (want.Response == nil) ||
+			(got.Response != nil && (got.Response.Status != want.Response.Status || string(got.Response.Body) != string(want.Response.Body) ||
+				got.Response.ContentType != want.Response.ContentType || got.Response.Location != want.Response.Location)) {
+			t.Fatalf("with the key: %+v; IdempotencyKey: %+v", got, want)
+		}
+	}
+	rec := read("k1")
+	same(rec)
+	if rec.Done || rec.Owner != inst.ID || rec.OwnerHeartbeat == nil || string(rec.Fingerprint) != "fp" {
+		t.Fatalf("in flight: %+v", rec)
+	}
+	resp := xaalis.StoredResponse{Status: 201, ContentType: "application/json", Location: "/v1/x", Body: []byte(`{"a":1}`)}
+	if err := s.CompleteIdempotency(ctx, sc, "a", resp); err != nil {
+		t.Fatal(err)
+	}
+	rec = read("k1")
+	same(rec)
+	if !rec.Done || rec.Response == nil || string(rec.Response.Body) != string(resp.Body) {
+		t.Fatalf("done: %+v", rec)
+	}
+	for _, other := range []xaalis.IdempotencyScope{
+		{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "k2"},
+		{MerchantID: m.ID, Mode: xaalis.ModeLive, KeyType: xaalis.KeyPublishable, Key: "k2"},
+		{MerchantID: m2.ID, Mode: xaalis.ModeLive, KeyType: xaalis.KeySecret, Key: "k2"},
+	} {
+		if r, err := s.ClaimIdempotency(ctx, claim(other, "fp", "b", t0)); err != nil || r.Outcome != xaalis.ClaimAcquired {
+			t.Fatalf("claim %+v: %+v, %v", other, r, err)
+		}
+	}
+	if rec := read("k2"); rec != nil {
+		t.Fatalf("another mode's, key type's or merchant's key: %+v", rec)
+	}
+	if _, _, _, err := s.KeyByHash(ctx, xaalis.HashKey([]byte("other pepper"), secret), "k1"); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("wrong hash: err = %v", err)
+	}
 }
 
 func testIdempotency(t *testing.T, s xaalis.Store) {

@@ -95,32 +95,41 @@ func (p *Principal) Mode() Mode { return p.Key.Mode }
 // test_key_in_production, invalid_api_key (unknown, revoked, expired) or
 // ip_not_allowed (outside the key's or the merchant's allowlist).
 func (a *App) Authenticate(ctx context.Context, secret string, ip netip.Addr) (*Principal, error) {
+	p, _, err := a.AuthenticateIdempotent(ctx, secret, ip, "")
+	return p, err
+}
+
+// AuthenticateIdempotent is Authenticate that also returns, from the same
+// read, the Idempotency-Key idemKey of the principal's merchant, mode and
+// key type: nil when there is none or idemKey is empty. The key's row is
+// given only to a principal that passed every check.
+func (a *App) AuthenticateIdempotent(ctx context.Context, secret string, ip netip.Addr, idemKey string) (*Principal, *IdempotencyRecord, error) {
 	if a.LiveOnly && ClaimsTestMode(secret) {
-		return nil, E(ETestKeyInProduction)
+		return nil, nil, E(ETestKeyInProduction)
 	}
 	if _, _, ok := ParseKeyPrefix(secret); !ok {
-		return nil, E(EInvalidAPIKey)
+		return nil, nil, E(EInvalidAPIKey)
 	}
 	pepper, err := a.keyPepper(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hash := HashKey(pepper, secret)
-	k, m, err := a.Store.KeyByHash(ctx, hash)
+	k, m, rec, err := a.Store.KeyByHash(ctx, hash, idemKey)
 	if errors.Is(err, ErrNotFound) {
-		return nil, E(EInvalidAPIKey)
+		return nil, nil, E(EInvalidAPIKey)
 	} else if err != nil {
-		return nil, fmt.Errorf("find key: %w", err)
+		return nil, nil, fmt.Errorf("find key: %w", err)
 	}
 	// The index lookup found the row by hash; the constant-time compare
 	// keeps the final decision free of timing differences.
 	if subtle.ConstantTimeCompare(k.Hash, hash) != 1 || !k.Usable(a.now()) {
-		return nil, E(EInvalidAPIKey)
+		return nil, nil, E(EInvalidAPIKey)
 	}
 	if !IPAllowed(k.AllowIPs, ip) || !IPAllowed(m.AllowIPs, ip) {
-		return nil, E(EIPNotAllowed)
+		return nil, nil, E(EIPNotAllowed)
 	}
-	return &Principal{Merchant: m, Key: k, ClientIP: ip.Unmap()}, nil
+	return &Principal{Merchant: m, Key: k, ClientIP: ip.Unmap()}, rec, nil
 }
 
 // MerchantCreate is what `xaalis merchant create` asks for.

@@ -43,8 +43,11 @@ type Store interface {
 	// Key returns a key by id.
 	Key(ctx context.Context, id string) (*Key, error)
 	// KeyByHash returns a key and its merchant in one read: the hot path of
-	// every request.
-	KeyByHash(ctx context.Context, hash []byte) (*Key, *Merchant, error)
+	// authentication. When idemKey is not empty, the same read returns the
+	// Idempotency-Key idemKey of the key's merchant, mode and key type, or
+	// nil when there is none: a replay then costs one read, and a new key
+	// one read fewer before its transaction.
+	KeyByHash(ctx context.Context, hash []byte, idemKey string) (*Key, *Merchant, *IdempotencyRecord, error)
 
 	// Plan returns a plan of the merchant in either mode; callers compare
 	// its mode with the key's.
