@@ -45,15 +45,15 @@ func (r *idemRow) dest() []any {
 		&r.token, &r.owner, &r.heartbeat}
 }
 
-// record returns the key the row holds, ErrNotFound when it holds none; a
-// sealed stored answer is opened with box.
+// record returns the key the row holds, nil when it holds none; a sealed
+// stored answer is opened with box.
 func (r *idemRow) record(box xaalis.SecretBox, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
-	if r.fingerprint == nil {
-		return nil, xaalis.ErrNotFound
+	if r.state == nil { // state is NOT NULL: the join found no key
+		return nil, nil
 	}
 	rec := &xaalis.IdempotencyRecord{Fingerprint: r.fingerprint, Token: deref(r.token), Owner: deref(r.owner),
 		LockedUntil: r.lockedUntil.UTC(), ExpiresAt: r.expiresAt.UTC(), OwnerHeartbeat: utcPtr(r.heartbeat)}
-	if rec.Done = deref(r.state) == "done"; rec.Done {
+	if rec.Done = *r.state == "done"; rec.Done {
 		body, err := openAnswer(box, sc, r.body)
 		if err != nil {
 			return nil, err

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -73,10 +72,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xa
 	}
 	finishKey(&k, scopes)
 	rec, err := ir.record(s.box, xaalis.IdempotencyScope{MerchantID: k.MerchantID, Mode: k.Mode, KeyType: k.Type, Key: idemKey})
-	switch {
-	case errors.Is(err, xaalis.ErrNotFound):
-		return &k, m, nil, nil
-	case err != nil:
+	if err != nil {
 		return nil, nil, nil, err
 	}
 	return &k, m, rec, nil

@@ -395,7 +395,6 @@ func oneRow(op string, tag pgconn.CommandTag, err error) error {
 	return nil
 }
 
-// utcPtr returns t in UTC, keeping nil.
 // deref is *p, or "" for nil: a column that may be NULL.
 func deref(p *string) string {
 	if p == nil {
@@ -404,6 +403,7 @@ func deref(p *string) string {
 	return *p
 }
 
+// utcPtr returns t in UTC, keeping nil.
 func utcPtr(t *time.Time) *time.Time {
 	if t == nil {
 		return nil

@@ -33,11 +33,11 @@ func (r *idemRow) dest() []any {
 		&r.token, &r.owner, &r.heartbeat}
 }
 
-// record returns the key the row holds, ErrNotFound when it holds none; a
-// sealed stored answer is opened with box.
+// record returns the key the row holds, nil when it holds none; a sealed
+// stored answer is opened with box.
 func (r *idemRow) record(box xaalis.SecretBox, sc xaalis.IdempotencyScope) (*xaalis.IdempotencyRecord, error) {
-	if r.fingerprint == nil {
-		return nil, xaalis.ErrNotFound
+	if !r.state.Valid { // state is NOT NULL: the join found no key
+		return nil, nil
 	}
 	rec := &xaalis.IdempotencyRecord{Fingerprint: r.fingerprint, Token: r.token.String, Owner: r.owner.String,
 		LockedUntil: fromMicros(r.lockedUntil.Int64), ExpiresAt: fromMicros(r.expiresAt.Int64),

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strings"
 	"time"
 
@@ -80,10 +79,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xa
 		return &k, m, nil, nil
 	}
 	rec, err := ir.record(s.secretBox(), xaalis.IdempotencyScope{MerchantID: k.MerchantID, Mode: k.Mode, KeyType: k.Type, Key: idemKey})
-	switch {
-	case errors.Is(err, xaalis.ErrNotFound):
-		return &k, m, nil, nil
-	case err != nil:
+	if err != nil {
 		return nil, nil, nil, err
 	}
 	return &k, m, rec, nil

@@ -240,11 +240,12 @@ type WebhookTx interface {
 	// endpoints' order, oldest first, each named by newID; and wakes the
 	// dispatcher at commit when it stores any.
 	//
-	// It is one statement that nothing waits for: PostgreSQL sends it with
-	// the transaction's next statement, so an event costs no round trip of
-	// its own. PostgreSQL names the deliveries from MaxWebhookEndpoints
-	// IDs made ahead; an endpoint past them, which only endpoints created
-	// concurrently past the limit can be, gets a random UUID.
+	// On PostgreSQL it is one statement that nothing waits for, sent with
+	// the transaction's next statement, so that an event costs no round
+	// trip of its own. It names the deliveries there from
+	// MaxWebhookEndpoints IDs made ahead; an endpoint past them, which only
+	// endpoints created concurrently past the limit can be, gets a random
+	// UUID.
 	InsertFanOut(ctx context.Context, ev *Event, newID IDGen) error
 	InsertDelivery(ctx context.Context, d *Delivery) error
 	// RedeliveryTargets counts the events that have a delivery matching f
