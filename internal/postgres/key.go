@@ -49,24 +49,22 @@ func (s *Store) Key(ctx context.Context, id string) (*xaalis.Key, error) {
 func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xaalis.Key, *xaalis.Merchant, *xaalis.IdempotencyRecord, error) {
 	var k xaalis.Key
 	var scopes []string
-	if idemKey == "" {
-		row := s.pool.QueryRow(ctx, `SELECT `+merchantColumns+`, `+keyColumns+`
-			FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.hash = $1`, hash)
-		m, err := scanMerchant("read key by hash", row, keyDest(&k, &scopes)...)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		finishKey(&k, scopes)
-		return &k, m, nil, nil
-	}
-	var ir idemRow
-	row := s.pool.QueryRow(ctx, `SELECT `+merchantColumns+`, `+keyColumns+`, `+idemColumns+`
+	var ir idemRow // left NULL, a record of nil, when not read
+	dest := keyDest(&k, &scopes)
+	query := `SELECT ` + merchantColumns + `, ` + keyColumns + `
+		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.hash = $1`
+	args := []any{hash}
+	if idemKey != "" {
+		dest = append(dest, ir.dest()...)
+		query = `SELECT ` + merchantColumns + `, ` + keyColumns + `, ` + idemColumns + `
 		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id
 		LEFT JOIN idempotency_keys ik ON ik.merchant_id = k.merchant_id AND ik.mode = k.mode
 			AND ik.key_type = k.type AND ik.key = $2
 		LEFT JOIN server_instances si ON si.id = ik.instance_id
-		WHERE k.hash = $1`, hash, idemKey)
-	m, err := scanMerchant("read key by hash", row, append(keyDest(&k, &scopes), ir.dest()...)...)
+		WHERE k.hash = $1`
+		args = append(args, idemKey)
+	}
+	m, err := scanMerchant("read key by hash", s.pool.QueryRow(ctx, query, args...), dest...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -57,7 +57,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xa
 	query := `SELECT ` + merchantColumns + `, ` + keyColumns + `
 		FROM api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.hash = ?`
 	args := []any{hash}
-	var ir idemRow
+	var ir idemRow // left NULL, a record of nil, when not read
 	if idemKey != "" {
 		dest = append(dest, ir.dest()...)
 		query = `SELECT ` + merchantColumns + `, ` + keyColumns + `, ` + idemColumns + `
@@ -74,9 +74,6 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xa
 	}
 	if err := finishKey(&k, scopes, ips, exp, rev, created); err != nil {
 		return nil, nil, nil, err
-	}
-	if idemKey == "" {
-		return &k, m, nil, nil
 	}
 	rec, err := ir.record(s.secretBox(), xaalis.IdempotencyScope{MerchantID: k.MerchantID, Mode: k.Mode, KeyType: k.Type, Key: idemKey})
 	if err != nil {
