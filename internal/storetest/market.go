@@ -38,11 +38,7 @@ func storedPayment(t *testing.T, s xaalis.Store, m *xaalis.Merchant, mode xaalis
 }
 
 func disputeIDs(ds []*xaalis.Dispute) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.ID
-	}
-	return out
+	return pluck(ds, func(x *xaalis.Dispute) string { return x.ID })
 }
 
 func testDispute(t *testing.T, s xaalis.Store) {
@@ -341,11 +337,7 @@ func testDueDisputes(t *testing.T, s xaalis.Store) {
 }
 
 func splitIDs(ss []*xaalis.SplitItem) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = s.ID
-	}
-	return out
+	return pluck(ss, func(x *xaalis.SplitItem) string { return x.ID })
 }
 
 func testSplits(t *testing.T, s xaalis.Store) {
@@ -488,11 +480,7 @@ func insertSubscription(t testing.TB, s xaalis.Store, sub *xaalis.Subscription) 
 }
 
 func subscriptionIDs(ss []*xaalis.Subscription) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = s.ID
-	}
-	return out
+	return pluck(ss, func(x *xaalis.Subscription) string { return x.ID })
 }
 
 func testSubscription(t *testing.T, s xaalis.Store) {
@@ -666,11 +654,7 @@ func testDueSubscriptions(t *testing.T, s xaalis.Store) {
 }
 
 func customerIDs(cs []*xaalis.Customer) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = c.ID
-	}
-	return out
+	return pluck(cs, func(x *xaalis.Customer) string { return x.ID })
 }
 
 func testCustomers(t *testing.T, s xaalis.Store) {

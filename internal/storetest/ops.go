@@ -318,19 +318,11 @@ func testOperatorSessions(t *testing.T, s xaalis.Store) {
 }
 
 func merchantIDs(ms []*xaalis.Merchant) []string {
-	out := []string{}
-	for _, m := range ms {
-		out = append(out, m.ID)
-	}
-	return out
+	return pluck(ms, func(x *xaalis.Merchant) string { return x.ID })
 }
 
 func txIDs(ts []*xaalis.Transaction) []string {
-	out := []string{}
-	for _, x := range ts {
-		out = append(out, x.ID)
-	}
-	return out
+	return pluck(ts, func(x *xaalis.Transaction) string { return x.ID })
 }
 
 // testOpsLists: the console's lists across merchants.

@@ -146,6 +146,15 @@ func testSettingOnce(t *testing.T, s xaalis.Store) {
 	}
 }
 
+// pluck lists f of each of xs, in order: the IDs or URLs a test compares.
+func pluck[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 // NewMerchant inserts an active merchant and returns it.

@@ -24,11 +24,7 @@ func testListenSecret(t *testing.T, s xaalis.Store) {
 }
 
 func streamedIDs(list []xaalis.StreamedEvent) []string {
-	out := make([]string, len(list))
-	for i, e := range list {
-		out[i] = e.Event.ID
-	}
-	return out
+	return pluck(list, func(x xaalis.StreamedEvent) string { return x.Event.ID })
 }
 
 func testEventStream(t *testing.T, s xaalis.Store) {

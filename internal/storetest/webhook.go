@@ -94,11 +94,7 @@ func sameDelivery(got, want *xaalis.Delivery) bool {
 }
 
 func endpointIDs(ws []*xaalis.WebhookEndpoint) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = w.ID
-	}
-	return out
+	return pluck(ws, func(x *xaalis.WebhookEndpoint) string { return x.ID })
 }
 
 func testWebhookEndpoint(t *testing.T, s xaalis.Store) {
@@ -248,11 +244,7 @@ func testWebhookEndpoint(t *testing.T, s xaalis.Store) {
 }
 
 func eventIDs(es []*xaalis.Event) []string {
-	out := make([]string, len(es))
-	for i, e := range es {
-		out[i] = e.ID
-	}
-	return out
+	return pluck(es, func(x *xaalis.Event) string { return x.ID })
 }
 
 func testEventList(t *testing.T, s xaalis.Store) {
@@ -584,27 +576,15 @@ func testFanOut(t *testing.T, s xaalis.Store) {
 }
 
 func endpointURLs(ws []*xaalis.WebhookEndpoint) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = w.URL
-	}
-	return out
+	return pluck(ws, func(x *xaalis.WebhookEndpoint) string { return x.URL })
 }
 
 func deliveryURLs(ds []*xaalis.Delivery) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.URL
-	}
-	return out
+	return pluck(ds, func(x *xaalis.Delivery) string { return x.URL })
 }
 
 func deliveryIDs(ds []*xaalis.Delivery) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.ID
-	}
-	return out
+	return pluck(ds, func(x *xaalis.Delivery) string { return x.ID })
 }
 
 func testClaimDeliveries(t *testing.T, s xaalis.Store) {
