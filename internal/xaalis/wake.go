@@ -9,9 +9,13 @@ type Wakeup uint8
 // Kinds of background work.
 const (
 	// WakeDeliveries: webhook deliveries were queued.
+	//
+	// The job runner has no kind: none of its work comes due at a commit.
+	// A payment expires at its expires_at, a payout or refund is asked
+	// about again DispatchAfter after its last provider call, a dispute
+	// is lost at its deadline, a subscription renews at its period's end,
+	// so it runs on its --jobs-interval.
 	WakeDeliveries Wakeup = 1 << iota
-	// WakeJobs: payouts or refunds wait for the provider's answer.
-	WakeJobs
 )
 
 // Signals fans wake-ups out to the loops of this process. The zero value is
