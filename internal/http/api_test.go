@@ -383,6 +383,64 @@ func TestIdempotencyKeyReadWithAPIKey(t *testing.T) {
 	})
 }
 
+// blindKeys is a store whose read of the API key never finds the
+// request's Idempotency-Key: as when another request claims the key just
+// after that first look.
+type blindKeys struct{ xaalis.Store }
+
+func (s blindKeys) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xaalis.Key, *xaalis.Merchant, *xaalis.IdempotencyRecord, error) {
+	k, m, _, err := s.Store.KeyByHash(ctx, hash, idemKey)
+	return k, m, nil, err
+}
+
+// TestIdempotencyKeyClaimedAfterFirstLook: a key that another request
+// claimed between a request's first look and its command's write answers
+// from its row, as a claim that found it would have: a replay, a
+// conflict, or in flight. The action runs once. (SQLite writes a key
+// found absent at the end of the command, and its command rolls back on
+// finding it there; PostgreSQL claims at the start.)
+func TestIdempotencyKeyClaimedAfterFirstLook(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		store := b.open(t)
+		e := newEnv(t, blindKeys{store})
+		merchantID, keys := e.merchant()
+		post := func(idem, body string) *response {
+			return e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: idem, body: body})
+		}
+		first := post("raced", planBody).want(t, 201, "")
+		again := post("raced", planBody).want(t, 201, "")
+		if again.header.Get("Idempotent-Replay") != "true" || string(first.body) != string(again.body) {
+			t.Fatalf("replay: %v %s", again.header, again.body)
+		}
+		other := post("raced", strings.Replace(planBody, "Gold", "Gole", 1)).want(t, 409, xaalis.EIdempotencyConflict)
+		if !strings.Contains(other.err.Message, "different request") {
+			t.Fatalf("conflict: %s", other.body)
+		}
+		// A key another request holds, without an instance, for its lease.
+		held := xaalis.IdempotencyScope{MerchantID: merchantID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "held"}
+		res, err := store.ClaimIdempotency(context.Background(), xaalis.Claim{Scope: held,
+			Fingerprint: xaalis.Fingerprint("POST", "/v1/plans", "", []byte(planBody)), Token: "another-request",
+			Now: e.clock.Now(), Lease: time.Hour})
+		if err != nil || res.Outcome != xaalis.ClaimAcquired {
+			t.Fatalf("hold the key: %v %v", res, err)
+		}
+		inFlight := post("held", planBody).want(t, 409, xaalis.EIdempotencyConflict)
+		if !strings.Contains(inFlight.err.Message, "in flight") {
+			t.Fatalf("in flight: %s", inFlight.body)
+		}
+		var list []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/plans?per_page=100", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+		if len(list) != 1 {
+			t.Fatalf("%d plans, want 1", len(list))
+		}
+		// The held key is still the other request's.
+		rec, err := store.IdempotencyKey(context.Background(), held)
+		if err != nil || rec.Done || rec.Token != "another-request" {
+			t.Fatalf("held key: %+v %v", rec, err)
+		}
+	})
+}
+
 // concurrentPosts fires n identical POSTs with one key, spread over the
 // servers, and returns how many ran the action (201 without replay). Every
 // other answer must be a replay or an in-flight conflict.

@@ -87,6 +87,8 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 	}
 	switch {
 	case errors.Is(err, xaalis.ErrNotFound):
+		// The store may write the key with the command's answer, once.
+		claim.Unseen = true
 	case err != nil:
 		Error(w, r, err)
 		return

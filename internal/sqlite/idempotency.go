@@ -73,6 +73,9 @@ func readKey(ctx context.Context, q querier, box xaalis.SecretBox, sc xaalis.Ide
 
 // ClaimIdempotency claims a key for one request in its own transaction.
 func (s *Store) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
+	// The claim is all this transaction writes: nothing to save by
+	// writing it at the end.
+	c.Unseen = false
 	var out xaalis.ClaimResult
 	err := s.Update(ctx, func(xtx xaalis.Tx) (err error) {
 		if out, err = xtx.ClaimIdempotency(ctx, c); err == nil && out.Outcome == xaalis.ClaimQuotaExceeded {
@@ -89,21 +92,21 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Cl
 // ClaimIdempotency claims a key inside the command's transaction. On
 // ClaimQuotaExceeded the count was taken: the caller rolls back.
 //
-// The key is inserted first: a new key (the common case, the request
-// having found none) costs no read. A key that exists is read and answered
-// from its row; an expired one is replaced and a dead holder's taken over.
+// A key the request found absent (Unseen) is written at the end of the
+// command, once: with its answer when the command completes it
+// (CompleteIdempotency), in flight otherwise (writeClaim, which the writer
+// runs after the command). Another request's claim in between fails the
+// command with ErrClaimRace when it writes the key. Any other key is
+// inserted first: a new key costs no read. A key that exists is read and
+// answered from its row; an expired one is replaced and a dead holder's
+// taken over.
 func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
 	tx := t.tx
+	if c.Unseen {
+		return t.countClaim(ctx, c, func() { t.unwritten = &c })
+	}
 	insert := func() (bool, error) {
-		res, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state,
-			locked_until, created_at, expires_at, instance_id) VALUES (?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, micros(c.Now.Add(c.Lease)),
-			micros(c.Now), micros(c.Now.Add(xaalis.IdempotencyTTL)), nullString(c.Instance))
-		if err != nil {
-			return false, fmt.Errorf("insert idempotency key: %w", err)
-		}
-		n, err := res.RowsAffected()
-		return n == 1, err
+		return insertClaim(ctx, tx, c, "in_flight", micros(c.Now.Add(c.Lease)), xaalis.StoredResponse{}, nil)
 	}
 	made, err := insert()
 	if err != nil {
@@ -138,7 +141,12 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 			return out, nil
 		}
 	}
-	// Only a key this claim made counts against the quota.
+	return t.countClaim(ctx, c, nil)
+}
+
+// countClaim counts a key this claim makes against the quota (only those
+// count) and, within it, runs hold: the claim is acquired.
+func (t *Tx) countClaim(ctx context.Context, c xaalis.Claim, hold func()) (xaalis.ClaimResult, error) {
 	if c.QuotaLimit > 0 {
 		start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
 		n, err := t.countQuota(ctx, quotaKey{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, micros(start)})
@@ -149,7 +157,46 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 			return xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: start.Add(c.QuotaWindow).Sub(c.Now)}, nil
 		}
 	}
+	if hold != nil {
+		hold()
+	}
 	return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
+}
+
+// insertClaim inserts c's key in state, with the answer r (body, already
+// sealed if need be) when it is done, and reports whether it was made: an
+// existing key is left as it is.
+func insertClaim(ctx context.Context, q querier, c xaalis.Claim, state string, lockedUntil int64, r xaalis.StoredResponse, body []byte) (bool, error) {
+	var status, ctype, loc any
+	if state == "done" {
+		status, ctype, loc = r.Status, r.ContentType, r.Location
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state,
+		locked_until, created_at, expires_at, instance_id, response_status, response_content_type, response_location, response_body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, state, lockedUntil,
+		micros(c.Now), micros(c.Now.Add(xaalis.IdempotencyTTL)), nullString(c.Instance), status, ctype, loc, body)
+	if err != nil {
+		return false, fmt.Errorf("insert idempotency key: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// writeClaim writes the command's claim that is still unwritten, in
+// flight: the command ends without its answer (a live payment waits for
+// its provider). ErrClaimRace when another request took the key.
+func (t *Tx) writeClaim(ctx context.Context) error {
+	c := t.unwritten
+	if c == nil {
+		return nil
+	}
+	t.unwritten = nil
+	made, err := insertClaim(ctx, t.tx, *c, "in_flight", micros(c.Now.Add(c.Lease)), xaalis.StoredResponse{}, nil)
+	if err == nil && !made {
+		err = xaalis.ErrClaimRace
+	}
+	return err
 }
 
 // quotaKey is one row of idempotency_quota: a scope's keys claimed in one
@@ -229,18 +276,27 @@ func openAnswer(box xaalis.SecretBox, sc xaalis.IdempotencyScope, body []byte) (
 	return []byte(v), nil
 }
 
+// sealAnswer returns the body to store of an answer: sealed when it
+// shows a secret.
+func sealAnswer(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, r xaalis.StoredResponse) ([]byte, error) {
+	if !r.Secret || box == nil {
+		return r.Body, nil
+	}
+	kid, err := currentSecretKey(ctx, q, box)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := box.Seal(kid, r.Body, xaalis.IdempotencyAAD(s))
+	if err != nil {
+		return nil, fmt.Errorf("seal stored answer: %w", err)
+	}
+	return []byte(sealed), nil
+}
+
 func completeIdempotency(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	body := r.Body
-	if r.Secret && box != nil {
-		kid, err := currentSecretKey(ctx, q, box)
-		if err != nil {
-			return err
-		}
-		sealed, err := box.Seal(kid, body, xaalis.IdempotencyAAD(s))
-		if err != nil {
-			return fmt.Errorf("seal stored answer: %w", err)
-		}
-		body = []byte(sealed)
+	body, err := sealAnswer(ctx, q, box, s, r)
+	if err != nil {
+		return err
 	}
 	res, err := q.ExecContext(ctx, `UPDATE idempotency_keys SET state = 'done', locked_until = 0, response_status = ?,
 		response_content_type = ?, response_location = ?, response_body = ?
@@ -265,8 +321,24 @@ func (s *Store) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencySc
 }
 
 // CompleteIdempotency stores the response of a claim with the command.
+//
+// The command's own unwritten claim is written now, done, with its
+// answer: one INSERT for the key of a command done in one transaction.
 func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	return completeIdempotency(ctx, t.tx, t.box, sc, token, r)
+	c := t.unwritten
+	if c == nil || c.Scope != sc || c.Token != token {
+		return completeIdempotency(ctx, t.tx, t.box, sc, token, r)
+	}
+	t.unwritten = nil
+	body, err := sealAnswer(ctx, t.tx, t.box, sc, r)
+	if err != nil {
+		return err
+	}
+	made, err := insertClaim(ctx, t.tx, *c, "done", 0, r, body)
+	if err == nil && !made {
+		err = xaalis.ErrClaimRace
+	}
+	return err
 }
 
 // ReleaseIdempotency forgets a claim still held by token.

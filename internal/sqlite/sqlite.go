@@ -271,6 +271,11 @@ type Tx struct {
 	volumes volumeBatch
 	quota   *quotaBatch
 	claims  map[quotaKey]int
+	// unwritten is the command's claim of an Idempotency-Key its request
+	// found absent (Claim.Unseen), not yet in the table: written with the
+	// answer when the command completes it, else in flight at its end
+	// (writeClaim).
+	unwritten *xaalis.Claim
 }
 
 // Wake asks for the background work w once the command commits.

@@ -309,15 +309,19 @@ func (w *writer) abort(err error) error {
 	return err
 }
 
-// runJob runs one command, turning a panic into its error so that one
-// command cannot stop the writer.
+// runJob runs one command, then writes the Idempotency-Key it claimed
+// but left unwritten (ClaimIdempotency), turning a panic into its error so
+// that one command cannot stop the writer.
 func runJob(j *job, tx *Tx) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("panic in a write transaction: %v\n%s", v, debug.Stack())
 		}
 	}()
-	return j.fn(tx)
+	if err := j.fn(tx); err != nil {
+		return err
+	}
+	return tx.writeClaim(j.ctx)
 }
 
 // preparer is a pool or a connection.

@@ -3,6 +3,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("UpdateRollsBack", func(t *testing.T) { t.Parallel(); testRollback(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testIdempotency(t, open(t)) })
 	t.Run("IdempotencyConcurrent", func(t *testing.T) { t.Parallel(); testIdempotencyConcurrent(t, open(t)) })
+	t.Run("IdempotencyUnseen", func(t *testing.T) { t.Parallel(); testIdempotencyUnseen(t, open(t)) })
 	t.Run("IdempotencyQuota", func(t *testing.T) { t.Parallel(); testQuota(t, open(t)) })
 	t.Run("Instances", func(t *testing.T) { t.Parallel(); testInstances(t, open(t)) })
 	t.Run("IdempotencyOwner", func(t *testing.T) { t.Parallel(); testIdempotencyOwner(t, open(t)) })
@@ -444,6 +446,98 @@ func testIdempotency(t *testing.T, s xaalis.Store) {
 		t.Fatalf("purged %d keys, want 3", n)
 	}
 	want(claim(sc, "third", "k", t0.Add(xaalis.IdempotencyTTL+3*time.Minute)), xaalis.ClaimConflict)
+}
+
+// testIdempotencyUnseen: a claim of a key its request found absent
+// (Unseen) commits with its command like any other, in flight or done with
+// the answer completed in the same transaction. One whose key another
+// request took meanwhile never commits its command: the store refuses the
+// claim (PostgreSQL claims at the start) or fails the command with
+// ErrClaimRace (SQLite writes the key at the end), and the key stays the
+// other request's.
+func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	scope := func(key string) xaalis.IdempotencyScope {
+		return xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: key}
+	}
+	unseen := func(sc xaalis.IdempotencyScope, token string) xaalis.Claim {
+		c := claim(sc, "fp", token, t0)
+		c.Unseen = true
+		return c
+	}
+	// run claims c in a command that counts a rate (its own write) and,
+	// with an answer, completes the key; it returns the command's error.
+	run := func(c xaalis.Claim, answer *xaalis.StoredResponse) error {
+		return s.Update(ctx, func(tx xaalis.Tx) error {
+			r, err := tx.ClaimIdempotency(ctx, c)
+			if err != nil {
+				return err
+			}
+			if r.Outcome != xaalis.ClaimAcquired {
+				return &xaalis.ClaimRefused{Result: r}
+			}
+			if _, err := tx.CountRate(ctx, "unseen:"+c.Scope.Key, t0); err != nil {
+				return err
+			}
+			if answer != nil {
+				return tx.CompleteIdempotency(ctx, c.Scope, c.Token, *answer)
+			}
+			return nil
+		})
+	}
+	rate := func(key string) int {
+		var n int
+		if err := s.Update(ctx, func(tx xaalis.Tx) (err error) {
+			n, err = tx.CountRate(ctx, "unseen:"+key, t0)
+			return errors.Join(err, errors.New("roll back"))
+		}); n == 0 {
+			t.Fatalf("count rate: %v", err)
+		}
+		return n - 1
+	}
+	if err := run(unseen(scope("u1"), "a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.IdempotencyKey(ctx, scope("u1")); err != nil || rec.Done || rec.Token != "a" {
+		t.Fatalf("a command without its answer: %+v %v; want the key in flight, token a", rec, err)
+	}
+	resp := xaalis.StoredResponse{Status: 201, ContentType: "application/json", Location: "/v1/x/1", Body: []byte(`{"id":"1"}`)}
+	if err := run(unseen(scope("u2"), "b"), &resp); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.IdempotencyKey(ctx, scope("u2"))
+	if err != nil || !rec.Done || rec.Response == nil || rec.Response.Status != 201 || rec.Response.Location != resp.Location ||
+		string(rec.Response.Body) != string(resp.Body) || !bytes.Equal(rec.Fingerprint, []byte("fp")) {
+		t.Fatalf("a command with its answer: %+v %v", rec, err)
+	}
+	if r, err := s.ClaimIdempotency(ctx, claim(scope("u2"), "fp", "c", t0)); err != nil || r.Outcome != xaalis.ClaimReplay ||
+		string(r.Response.Body) != string(resp.Body) {
+		t.Fatalf("replay of the key written with its answer: %+v %v", r, err)
+	}
+	// Taken meanwhile: u1 is a's, in flight; u2 is done.
+	for _, tc := range []struct {
+		key    string
+		answer *xaalis.StoredResponse
+	}{{"u1", nil}, {"u1", &resp}, {"u2", nil}, {"u2", &resp}} {
+		err := run(unseen(scope(tc.key), "late"), tc.answer)
+		var refused *xaalis.ClaimRefused
+		if !errors.Is(err, xaalis.ErrClaimRace) && !errors.As(err, &refused) {
+			t.Fatalf("%s taken meanwhile (answer %v): %v; want ErrClaimRace or a refused claim", tc.key, tc.answer != nil, err)
+		}
+	}
+	if n := rate("u1"); n != 1 {
+		t.Fatalf("u1: %d commands committed, want 1", n)
+	}
+	if n := rate("u2"); n != 1 {
+		t.Fatalf("u2: %d commands committed, want 1", n)
+	}
+	if rec, err := s.IdempotencyKey(ctx, scope("u1")); err != nil || rec.Done || rec.Token != "a" {
+		t.Fatalf("u1 after the late claims: %+v %v", rec, err)
+	}
+	if rec, err := s.IdempotencyKey(ctx, scope("u2")); err != nil || !rec.Done || string(rec.Response.Body) != string(resp.Body) {
+		t.Fatalf("u2 after the late claims: %+v %v", rec, err)
+	}
 }
 
 func testIdempotencyConcurrent(t *testing.T, s xaalis.Store) {

@@ -98,7 +98,19 @@ type Claim struct {
 	// (publishable keys have a quota of their own); 0 is no quota.
 	QuotaLimit  int
 	QuotaWindow time.Duration
+	// Unseen: the request's first look found no row for the key. A store
+	// may then write the claim at the end of the command's transaction
+	// instead of at its start (SQLite does: a command completed in one
+	// transaction writes its key once, with its answer), and answers
+	// ErrClaimRace when another request took the key in between.
+	Unseen bool
 }
+
+// ErrClaimRace is a command's error when the Idempotency-Key its request
+// found absent (Claim.Unseen) was claimed by another request before the
+// command's transaction wrote it. The command rolled back, having done
+// nothing; the request answers from the key's row (App.update does).
+var ErrClaimRace = errors.New("idempotency key claimed by a concurrent request")
 
 // ClaimResult is the answer to a Claim.
 type ClaimResult struct {
@@ -231,7 +243,30 @@ func (a *App) updateOnce(ctx context.Context, fn func(Tx) error) error {
 	if err == nil {
 		p.taken = true
 	}
+	if errors.Is(err, ErrClaimRace) {
+		return a.claimRaced(ctx, p.Claim)
+	}
 	return err
+}
+
+// claimRaced answers a command whose key another request claimed between
+// the request's first look and the command's write (ErrClaimRace): from
+// the key's row, as a claim that found it at the start would have. A key
+// free again by now (its holder released it, or is gone) answers in
+// flight: nothing was done, and a retry runs.
+func (a *App) claimRaced(ctx context.Context, c Claim) error {
+	res := ClaimResult{Outcome: ClaimInFlight}
+	rec, err := a.Store.IdempotencyKey(ctx, c.Scope)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		if out := rec.Outcome(c); out.Outcome != ClaimAcquired {
+			res = out
+		}
+	}
+	return &ClaimRefused{Result: res}
 }
 
 // StoreAnswer keeps the answer of a request that changed nothing (a
@@ -252,7 +287,7 @@ func (a *App) StoreAnswer(ctx context.Context, c Claim, r StoredResponse) error 
 	})
 	// A key past the quota found at the commit (PostgreSQL counts it
 	// there) is not stored either.
-	if r := (*ClaimRefused)(nil); errors.Is(err, errNotStored) || errors.As(err, &r) {
+	if r := (*ClaimRefused)(nil); errors.Is(err, errNotStored) || errors.Is(err, ErrClaimRace) || errors.As(err, &r) {
 		return nil
 	}
 	return err

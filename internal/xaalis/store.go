@@ -250,11 +250,15 @@ type Tx interface {
 
 	// ClaimIdempotency claims a key inside this transaction (the claim
 	// commits with the command), counting a new key against the quota. On
-	// ClaimQuotaExceeded the count was taken: the caller rolls back.
+	// ClaimQuotaExceeded the count was taken: the caller rolls back. An
+	// Unseen claim may be written at the end of the command instead; the
+	// command then fails with ErrClaimRace if another request took the key
+	// meanwhile.
 	ClaimIdempotency(ctx context.Context, c Claim) (ClaimResult, error)
 	// CompleteIdempotency stores the response of the claim held by token.
 	// It returns ErrClaimLost when the claim is no longer the caller's, and
-	// the transaction must then roll back.
+	// the transaction must then roll back (ErrClaimRace for an Unseen
+	// claim that another request took).
 	CompleteIdempotency(ctx context.Context, s IdempotencyScope, token string, r StoredResponse) error
 }
 
