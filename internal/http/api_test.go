@@ -433,6 +433,18 @@ func TestIdempotencyKeyClaimedAfterFirstLook(t *testing.T) {
 		if len(list) != 1 {
 			t.Fatalf("%d plans, want 1", len(list))
 		}
+		// A command that fails because the other request's did its work (its
+		// merchant_ref is taken now) answers as the key does too: a replay,
+		// not a validation_error.
+		pay := func() *response {
+			return e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "raced-payment",
+				body: `{"merchant_ref":"raced-1","amount":1000,"provider":"channel_a","payer":{"phone":"+221770120001"},` +
+					`"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`})
+		}
+		paid := pay().want(t, 201, "")
+		if again := pay().want(t, 201, ""); again.header.Get("Idempotent-Replay") != "true" || string(again.body) != string(paid.body) {
+			t.Fatalf("payment replay: %v %s", again.header, again.body)
+		}
 		// The held key is still the other request's.
 		rec, err := store.IdempotencyKey(context.Background(), held)
 		if err != nil || rec.Done || rec.Token != "another-request" {

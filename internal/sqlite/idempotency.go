@@ -183,6 +183,30 @@ func insertClaim(ctx context.Context, q querier, c xaalis.Claim, state string, l
 	return n == 1, err
 }
 
+// claimFailed returns the error of a command that failed with err: an
+// Unseen key another request took meanwhile makes it ErrClaimRace. The
+// command may have failed because that request did its work (its
+// merchant_ref is taken now, its refund used the amount up): the request
+// answers from the key's row, as a claim at the start would have.
+func (t *Tx) claimFailed(ctx context.Context, err error) error {
+	c := t.unwritten
+	if c == nil {
+		return err
+	}
+	t.unwritten = nil
+	var one int
+	switch perr := t.tx.QueryRowContext(ctx, `SELECT 1 FROM idempotency_keys
+		WHERE merchant_id = ? AND mode = ? AND key_type = ? AND key = ?`,
+		c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key).Scan(&one); {
+	case perr == nil:
+		return xaalis.ErrClaimRace
+	case errors.Is(perr, sql.ErrNoRows):
+		return err
+	default:
+		return errors.Join(err, fmt.Errorf("read idempotency key: %w", perr))
+	}
+}
+
 // writeClaim writes the command's claim that is still unwritten, in
 // flight: the command ends without its answer (a live payment waits for
 // its provider). ErrClaimRace when another request took the key.

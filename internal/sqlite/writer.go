@@ -311,7 +311,8 @@ func (w *writer) abort(err error) error {
 
 // runJob runs one command, then writes the Idempotency-Key it claimed
 // but left unwritten (ClaimIdempotency), turning a panic into its error so
-// that one command cannot stop the writer.
+// that one command cannot stop the writer. A command that fails with its
+// key unwritten fails with ErrClaimRace if another request took the key.
 func runJob(j *job, tx *Tx) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -319,7 +320,7 @@ func runJob(j *job, tx *Tx) (err error) {
 		}
 	}()
 	if err := j.fn(tx); err != nil {
-		return err
+		return tx.claimFailed(j.ctx, err)
 	}
 	return tx.writeClaim(j.ctx)
 }

@@ -468,6 +468,9 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 	}
 	// run claims c in a command that counts a rate (its own write) and,
 	// with an answer, completes the key; it returns the command's error.
+	// With fail, the command fails after its write, with its own error.
+	errOwn := errors.New("the command's own error")
+	var fail bool
 	run := func(c xaalis.Claim, answer *xaalis.StoredResponse) error {
 		return s.Update(ctx, func(tx xaalis.Tx) error {
 			r, err := tx.ClaimIdempotency(ctx, c)
@@ -479,6 +482,9 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 			}
 			if _, err := tx.CountRate(ctx, "unseen:"+c.Scope.Key, t0); err != nil {
 				return err
+			}
+			if fail {
+				return errOwn
 			}
 			if answer != nil {
 				return tx.CompleteIdempotency(ctx, c.Scope, c.Token, *answer)
@@ -515,17 +521,32 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 		string(r.Response.Body) != string(resp.Body) {
 		t.Fatalf("replay of the key written with its answer: %+v %v", r, err)
 	}
-	// Taken meanwhile: u1 is a's, in flight; u2 is done.
+	// A command that fails on its own, its key free, fails with its error
+	// and leaves no key.
+	fail = true
+	if err := run(unseen(scope("u3"), "d"), nil); !errors.Is(err, errOwn) {
+		t.Fatalf("a failing command: %v; want its own error", err)
+	}
+	if _, err := s.IdempotencyKey(ctx, scope("u3")); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("a failing command's key: %v; want none", err)
+	}
+	// Taken meanwhile: u1 is a's, in flight; u2 is done. A command that
+	// then fails on its own (maybe for what the other request did) is
+	// answered as the key is too.
 	for _, tc := range []struct {
 		key    string
 		answer *xaalis.StoredResponse
-	}{{"u1", nil}, {"u1", &resp}, {"u2", nil}, {"u2", &resp}} {
+		fail   bool
+	}{{"u1", nil, false}, {"u1", &resp, false}, {"u2", nil, false}, {"u2", &resp, false}, {"u1", nil, true}, {"u2", &resp, true}} {
+		fail = tc.fail
 		err := run(unseen(scope(tc.key), "late"), tc.answer)
 		var refused *xaalis.ClaimRefused
 		if !errors.Is(err, xaalis.ErrClaimRace) && !errors.As(err, &refused) {
-			t.Fatalf("%s taken meanwhile (answer %v): %v; want ErrClaimRace or a refused claim", tc.key, tc.answer != nil, err)
+			t.Fatalf("%s taken meanwhile (answer %v, failing %v): %v; want ErrClaimRace or a refused claim",
+				tc.key, tc.answer != nil, tc.fail, err)
 		}
 	}
+	fail = false
 	if n := rate("u1"); n != 1 {
 		t.Fatalf("u1: %d commands committed, want 1", n)
 	}
