@@ -103,7 +103,14 @@ func (s *Store) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Cl
 func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
 	tx := t.tx
 	if c.Unseen {
-		return t.countClaim(ctx, c, func() { t.unwritten = &c })
+		res, err := t.countClaim(ctx, c, func() { t.unwritten = &c })
+		if err != nil || res.Outcome != xaalis.ClaimQuotaExceeded {
+			return res, err
+		}
+		// Past the quota, a key that exists meanwhile answers as itself
+		// (a replay, 409), not 429: claim it as any other, uncounted.
+		t.claims[claimQuota(c)]--
+		c.Unseen = false
 	}
 	insert := func() (bool, error) {
 		return insertClaim(ctx, tx, c, "in_flight", micros(c.Now.Add(c.Lease)), xaalis.StoredResponse{}, nil)
@@ -148,19 +155,24 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 // count) and, within it, runs hold: the claim is acquired.
 func (t *Tx) countClaim(ctx context.Context, c xaalis.Claim, hold func()) (xaalis.ClaimResult, error) {
 	if c.QuotaLimit > 0 {
-		start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
-		n, err := t.countQuota(ctx, quotaKey{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, micros(start)})
+		k := claimQuota(c)
+		n, err := t.countQuota(ctx, k)
 		if err != nil {
 			return xaalis.ClaimResult{}, err
 		}
 		if n > c.QuotaLimit {
-			return xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: start.Add(c.QuotaWindow).Sub(c.Now)}, nil
+			return xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: fromMicros(k.window).Add(c.QuotaWindow).Sub(c.Now)}, nil
 		}
 	}
 	if hold != nil {
 		hold()
 	}
 	return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
+}
+
+// claimQuota is the quota row a new key of c counts in.
+func claimQuota(c xaalis.Claim) quotaKey {
+	return quotaKey{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, micros(xaalis.QuotaWindowStart(c.Now, c.QuotaWindow))}
 }
 
 // insertClaim inserts c's key in state, with the answer r (body, already
@@ -194,6 +206,12 @@ func (t *Tx) claimFailed(ctx context.Context, err error) error {
 		return err
 	}
 	t.unwritten = nil
+	if _, bad := unavailableCode(err); bad || errors.Is(err, xaalis.ErrClaimRace) {
+		// The disk or the database failed (the writer reports it as
+		// such, and SQLite may have rolled everything back), or the race
+		// is already known.
+		return err
+	}
 	var one int
 	switch perr := t.tx.QueryRowContext(ctx, `SELECT 1 FROM idempotency_keys
 		WHERE merchant_id = ? AND mode = ? AND key_type = ? AND key = ?`,
@@ -353,15 +371,18 @@ func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope
 	if c == nil || c.Scope != sc || c.Token != token {
 		return completeIdempotency(ctx, t.tx, t.box, sc, token, r)
 	}
-	t.unwritten = nil
 	body, err := sealAnswer(ctx, t.tx, t.box, sc, r)
 	if err != nil {
-		return err
+		return err // the claim is still unwritten: claimFailed looks for the key
 	}
 	made, err := insertClaim(ctx, t.tx, *c, "done", 0, r, body)
-	if err == nil && !made {
+	switch {
+	case err != nil:
+		return err
+	case !made:
 		err = xaalis.ErrClaimRace
 	}
+	t.unwritten = nil
 	return err
 }
 

@@ -242,7 +242,7 @@ func (w *writer) commit(batch []*job) {
 					if err := exec(`ROLLBACK`); err != nil {
 						// SQLite already rolled back (a full disk may): the
 						// command's own error tells why.
-						return fmt.Errorf("rollback: %w", errors.Join(j.err, err))
+						return rollbackFailed("rollback", j.err, err)
 					}
 					return nil
 				}
@@ -259,7 +259,7 @@ func (w *writer) commit(batch []*job) {
 				if err := exec(`ROLLBACK TO command`); err != nil {
 					// SQLite rolled the whole transaction back (a full disk
 					// may): every command of the batch fails with the cause.
-					return w.abort(fmt.Errorf("rollback to savepoint: %w", errors.Join(j.err, err)))
+					return w.abort(rollbackFailed("rollback to savepoint", j.err, err))
 				}
 			} else {
 				keep(tx)
@@ -300,6 +300,18 @@ func (w *writer) commit(batch []*job) {
 	for _, j := range batch {
 		j.done <- struct{}{}
 	}
+}
+
+// rollbackFailed is the error of a batch whose rollback, after one of its
+// commands failed with cmdErr, failed too: every command of the batch
+// fails with it. The command's error tells why (a full disk), but an
+// Idempotency-Key claimed by another request is that command's own answer
+// (ErrClaimRace), not one for the whole batch.
+func rollbackFailed(op string, cmdErr, err error) error {
+	if errors.Is(cmdErr, xaalis.ErrClaimRace) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w", op, errors.Join(cmdErr, err))
 }
 
 // abort rolls the open transaction back after err, if SQLite has not

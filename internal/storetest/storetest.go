@@ -559,6 +559,69 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 	if rec, err := s.IdempotencyKey(ctx, scope("u2")); err != nil || !rec.Done || string(rec.Response.Body) != string(resp.Body) {
 		t.Fatalf("u2 after the late claims: %+v %v", rec, err)
 	}
+
+	// The quota: a key that exists answers as itself even past the quota,
+	// and the count stays exact (u1, u2 and u3's failed command: 2 keys
+	// counted, none of them when no limit was asked; q1 below makes 1).
+	quota := func(key string, limit int) xaalis.Claim {
+		c := unseen(scope(key), "q-"+key)
+		c.QuotaLimit, c.QuotaWindow = limit, time.Hour
+		return c
+	}
+	if err := run(quota("q1", 1), &resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"q1", "u1"} {
+		err := run(quota(key, 1), &resp)
+		var refused *xaalis.ClaimRefused
+		if !errors.Is(err, xaalis.ErrClaimRace) && !(errors.As(err, &refused) && refused.Result.Outcome != xaalis.ClaimQuotaExceeded) {
+			t.Fatalf("%s past the quota: %v; want it answered as the key it is, not 429", key, err)
+		}
+	}
+	var refused *xaalis.ClaimRefused
+	if err := run(quota("q2", 1), &resp); !errors.As(err, &refused) || refused.Result.Outcome != xaalis.ClaimQuotaExceeded {
+		t.Fatalf("a new key past the quota: %v", err)
+	}
+	if err := run(quota("q2", 2), &resp); err != nil {
+		t.Fatalf("a new key within the quota: %v", err)
+	}
+	if err := run(quota("q3", 2), &resp); !errors.As(err, &refused) || refused.Result.Outcome != xaalis.ClaimQuotaExceeded {
+		t.Fatalf("the third key with a quota of 2: %v", err)
+	}
+
+	// Commands at once (SQLite runs them in one batch, each in its
+	// savepoint): the late ones fail, the new ones commit.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprint("c", i)
+			if i%2 == 1 {
+				key = []string{"u1", "u2"}[i%4/2]
+			}
+			errs[i] = run(unseen(scope(key), fmt.Sprint("late-", i)), &resp)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var refused *xaalis.ClaimRefused
+		switch {
+		case i%2 == 0 && err != nil:
+			t.Errorf("new key c%d at once: %v", i, err)
+		case i%2 == 1 && !errors.Is(err, xaalis.ErrClaimRace) && !errors.As(err, &refused):
+			t.Errorf("taken key at once (%d): %v", i, err)
+		}
+	}
+	for i := 0; i < len(errs); i += 2 {
+		if n := rate(fmt.Sprint("c", i)); n != 1 {
+			t.Errorf("c%d: %d commands committed, want 1", i, n)
+		}
+	}
+	if rate("u1") != 1 || rate("u2") != 1 {
+		t.Errorf("taken keys: u1 %d, u2 %d commands committed, want 1 each", rate("u1"), rate("u2"))
+	}
 }
 
 func testIdempotencyConcurrent(t *testing.T, s xaalis.Store) {
