@@ -15,6 +15,17 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
+// openTemp opens a store in a fresh file, closed when the test ends.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestBatchFailingCommand holds the writer while four commands queue, so
 // that they run in one batch: the ones that succeed commit, a constraint
 // violation and a refusal each get their own error, and nothing of theirs
@@ -24,11 +35,7 @@ import (
 // is the third.
 func TestBatchFailingCommand(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	m := storetest.NewMerchant(t, s)
 
 	if err := s.Update(ctx, func(xtx xaalis.Tx) error {
@@ -170,11 +177,7 @@ func TestBatchFailingCommand(t *testing.T) {
 // within a pass or two.
 func TestCheckpointer(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	for i := range 50 {
 		if err := s.Update(ctx, func(xtx xaalis.Tx) error {
 			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, randomblob(3000))`, "row"+string(rune('A'+i)))
@@ -257,11 +260,7 @@ func TestWALBounded(t *testing.T) {
 // flight, then an UPDATE with the answer), and the two keys read the same.
 func TestClaimWrittenOnce(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	m := storetest.NewMerchant(t, s)
 	resp := xaalis.StoredResponse{Status: 201, ContentType: "application/json", Body: []byte(`{"id":"1"}`)}
 	now := time.Now()
