@@ -271,6 +271,16 @@ func (r *response) want(t *testing.T, status int, code xaalis.Code) *response {
 	return r
 }
 
+// replayOf checks that r is the stored answer of first, replayed: the
+// Idempotent-Replay header and the same bytes.
+func (r *response) replayOf(t *testing.T, first *response) *response {
+	t.Helper()
+	if r.header.Get("Idempotent-Replay") != "true" || string(r.body) != string(first.body) {
+		t.Fatalf("not a replay of %s: %v %s", first.body, r.header, r.body)
+	}
+	return r
+}
+
 // data decodes the data member of a record or list.
 func (r *response) data(t *testing.T, v any) {
 	t.Helper()
