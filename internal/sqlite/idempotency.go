@@ -112,10 +112,7 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 		t.claims[claimQuota(c)]--
 		c.Unseen = false
 	}
-	insert := func() (bool, error) {
-		return insertClaim(ctx, tx, c, "in_flight", micros(c.Now.Add(c.Lease)), xaalis.StoredResponse{}, nil)
-	}
-	made, err := insert()
+	made, err := insertClaim(ctx, tx, c, nil, nil)
 	if err != nil {
 		return xaalis.ClaimResult{}, err
 	}
@@ -134,7 +131,7 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 				c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key); err != nil {
 				return xaalis.ClaimResult{}, fmt.Errorf("delete expired idempotency key: %w", err)
 			}
-			if made, err = insert(); err != nil || !made {
+			if made, err = insertClaim(ctx, tx, c, nil, nil); err != nil || !made {
 				return xaalis.ClaimResult{}, errors.Join(err, errors.New("claim idempotency key: the expired key is still there"))
 			}
 		default:
@@ -175,13 +172,15 @@ func claimQuota(c xaalis.Claim) quotaKey {
 	return quotaKey{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, micros(xaalis.QuotaWindowStart(c.Now, c.QuotaWindow))}
 }
 
-// insertClaim inserts c's key in state, with the answer r (body, already
-// sealed if need be) when it is done, and reports whether it was made: an
-// existing key is left as it is.
-func insertClaim(ctx context.Context, q querier, c xaalis.Claim, state string, lockedUntil int64, r xaalis.StoredResponse, body []byte) (bool, error) {
+// insertClaim inserts c's key: done with the answer done (its body
+// already sealed if need be), or in flight for c's lease when done is nil.
+// It reports whether the key was made: an existing key is left as it is.
+func insertClaim(ctx context.Context, q querier, c xaalis.Claim, done *xaalis.StoredResponse, body []byte) (bool, error) {
+	state, lockedUntil := "in_flight", micros(c.Now.Add(c.Lease))
 	var status, ctype, loc any
-	if state == "done" {
-		status, ctype, loc = r.Status, r.ContentType, r.Location
+	if done != nil {
+		state, lockedUntil = "done", 0
+		status, ctype, loc = done.Status, done.ContentType, done.Location
 	}
 	res, err := q.ExecContext(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state,
 		locked_until, created_at, expires_at, instance_id, response_status, response_content_type, response_location, response_body)
@@ -234,7 +233,7 @@ func (t *Tx) writeClaim(ctx context.Context) error {
 		return nil
 	}
 	t.unwritten = nil
-	made, err := insertClaim(ctx, t.tx, *c, "in_flight", micros(c.Now.Add(c.Lease)), xaalis.StoredResponse{}, nil)
+	made, err := insertClaim(ctx, t.tx, *c, nil, nil)
 	if err == nil && !made {
 		err = xaalis.ErrClaimRace
 	}
@@ -375,7 +374,7 @@ func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope
 	if err != nil {
 		return err // the claim is still unwritten: claimFailed looks for the key
 	}
-	made, err := insertClaim(ctx, t.tx, *c, "done", 0, r, body)
+	made, err := insertClaim(ctx, t.tx, *c, &r, body)
 	switch {
 	case err != nil:
 		return err
