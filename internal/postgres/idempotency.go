@@ -86,6 +86,9 @@ func readKey(ctx context.Context, q querier, box xaalis.SecretBox, sc xaalis.Ide
 
 // ClaimIdempotency claims a key for one request in its own transaction.
 func (s *Store) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
+	// The claim is all this transaction writes: nothing to save by
+	// writing it at the end.
+	c.Unseen = false
 	var out xaalis.ClaimResult
 	err := s.Update(ctx, func(xtx xaalis.Tx) (err error) {
 		out, err = xtx.ClaimIdempotency(ctx, c)
@@ -122,6 +125,9 @@ func (t *Tx) quotaShard(c xaalis.Claim) int16 {
 const (
 	quotaExceededCode = "XQ001"
 	claimLostCode     = "XQ002"
+	// claimRaceCode: an Unseen key written at the end of its command found
+	// another request's row (Tx.unwritten).
+	claimRaceCode = "XQ004"
 	// overdrawnCode: a checked debit of a merchant's available money
 	// (ledger.go); the message is "<balance> <account> <currency>".
 	overdrawnCode = "XQ003"
@@ -141,6 +147,8 @@ func (t *Tx) commitRefusal(err error) error {
 		return &xaalis.ClaimRefused{Result: xaalis.ClaimResult{Outcome: xaalis.ClaimQuotaExceeded, RetryAfter: t.quotaRetry}}
 	case pe.Code == claimLostCode:
 		return xaalis.ErrClaimLost
+	case pe.Code == claimRaceCode:
+		return xaalis.ErrClaimRace
 	case pe.Code == overdrawnCode:
 		return t.tx.overdrawn(pe)
 	case pe.Code == "23505" && pe.ConstraintName == merchantRefIndex:
@@ -155,6 +163,16 @@ func (t *Tx) commitRefusal(err error) error {
 
 // ClaimIdempotency claims a key inside the command's transaction.
 //
+// A key the request found absent (Unseen) is written at the end of the
+// command, once, in the round trip of its COMMIT: with its answer when the
+// command completes it (CompleteIdempotency), in flight otherwise
+// (writeClaim, which Update queues before the COMMIT). Its INSERT raises
+// claimRaceCode when another request's row is there (a request that is
+// still in its transaction is waited for), and the command fails with
+// ErrClaimRace, having done nothing. The claim at the start costs a
+// statement and a round trip of its own, the answer's UPDATE another
+// statement; so does any other key, below.
+//
 // The key's row is read FOR UPDATE, so claimers of an existing key take
 // turns. A new key is inserted ON CONFLICT DO NOTHING: when two claimers
 // insert the same new key, the second waits for the first's transaction
@@ -163,6 +181,11 @@ func (t *Tx) commitRefusal(err error) error {
 // count was taken: the caller rolls back.
 func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.ClaimResult, error) {
 	tx := t.tx
+	if c.Unseen {
+		t.countKey(c)
+		t.unwritten = &c
+		return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
+	}
 	for range claimAttempts {
 		// The insert first: a new key (the common case, the request having
 		// found none) costs no read. A conflict waits for the transaction
@@ -176,16 +199,7 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 			return xaalis.ClaimResult{}, fmt.Errorf("insert idempotency key: %w", err)
 		}
 		if tag.RowsAffected() == 1 {
-			// Only a key this claim made counts against the quota, at
-			// COMMIT (its row is hot): past the limit the statement raises
-			// quotaExceededCode and the transaction rolls back, answered
-			// as ClaimQuotaExceeded (Tx.quotaRefusal).
-			if c.QuotaLimit > 0 {
-				start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
-				t.quotaRetry = start.Add(c.QuotaWindow).Sub(c.Now)
-				t.tx.quota = &quotaCount{merchant: c.Scope.MerchantID, mode: string(c.Scope.Mode),
-					keyType: string(c.Scope.KeyType), start: start, limit: int64(c.QuotaLimit), shard: t.quotaShard(c)}
-			}
+			t.countKey(c)
 			return xaalis.ClaimResult{Outcome: xaalis.ClaimAcquired}, nil
 		}
 		// OF k: the owner's instance row, joined, stays free for its
@@ -221,6 +235,82 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 	return xaalis.ClaimResult{}, errors.New("claim idempotency key: the key keeps changing under concurrent claims")
 }
 
+// countKey counts the key c makes against the quota (only a key the
+// claim makes counts), at COMMIT, its row being hot: past the limit the
+// statement raises quotaExceededCode and the transaction rolls back,
+// answered as ClaimQuotaExceeded (commitRefusal). An Unseen key's own
+// INSERT goes ahead of the count in the COMMIT's round trip, so a key that
+// exists meanwhile answers as itself, not 429.
+func (t *Tx) countKey(c xaalis.Claim) {
+	if c.QuotaLimit <= 0 {
+		return
+	}
+	start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
+	t.quotaRetry = start.Add(c.QuotaWindow).Sub(c.Now)
+	t.tx.quota = &quotaCount{merchant: c.Scope.MerchantID, mode: string(c.Scope.Mode),
+		keyType: string(c.Scope.KeyType), start: start, limit: int64(c.QuotaLimit), shard: t.quotaShard(c)}
+}
+
+// writeUnwritten queues the INSERT of the command's Unseen key: done with
+// the answer done (its body already sealed if need be), or in flight for
+// the claim's lease when done is nil. The statement raises claimRaceCode,
+// failing the COMMIT, when the key exists.
+func (t *Tx) writeUnwritten(done *xaalis.StoredResponse, body []byte) {
+	c := t.unwritten
+	t.unwritten = nil
+	state, lockedUntil := "in_flight", c.Now.Add(c.Lease)
+	var status, ctype, loc any
+	if done != nil {
+		state, lockedUntil = "done", epoch
+		status, ctype, loc = done.Status, done.ContentType, done.Location
+	}
+	t.tx.later("insert idempotency key", `WITH i AS (INSERT INTO idempotency_keys (merchant_id, mode, key_type, key,
+		fingerprint, token, state, locked_until, created_at, expires_at, instance_id, response_status,
+		response_content_type, response_location, response_body)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ON CONFLICT (merchant_id, mode, key_type, key) DO NOTHING RETURNING 1)
+		SELECT CASE WHEN count(*) = 0 THEN xaalis_raise('`+claimRaceCode+`', 'idempotency key claimed meanwhile') ELSE 0 END FROM i`,
+		c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, state, lockedUntil,
+		c.Now, c.Now.Add(xaalis.IdempotencyTTL), nullString(c.Instance), status, ctype, loc, body)
+}
+
+// writeClaim queues the command's claim that is still unwritten, in
+// flight: the command ends without its answer (a live payment waits for
+// its provider).
+func (t *Tx) writeClaim() {
+	if t.unwritten != nil {
+		t.writeUnwritten(nil, nil)
+	}
+}
+
+// claimFailed returns the error of a command that failed with err: an
+// Unseen key another request took meanwhile makes it ErrClaimRace. The
+// command may have failed because that request did its work (its
+// merchant_ref is taken now, its refund used the amount up): the request
+// answers from the key's row, as a claim at the start would have. The
+// transaction is rolled back first, and the key looked for on the same
+// connection (a second one from the pool could wait for ever, every
+// connection held by a command doing the same).
+func (t *Tx) claimFailed(ctx context.Context, err error) error {
+	c := t.unwritten
+	if c == nil || errors.Is(err, xaalis.ErrClaimRace) || isUnavailable(err) {
+		return err
+	}
+	t.unwritten = nil
+	t.tx.rollback(ctx)
+	var one int
+	switch perr := t.tx.c.QueryRow(ctx, `SELECT 1 FROM idempotency_keys
+		WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND key = $4`,
+		c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key).Scan(&one); {
+	case perr == nil:
+		return xaalis.ErrClaimRace
+	case errors.Is(perr, pgx.ErrNoRows):
+		return err
+	default:
+		return errors.Join(err, fmt.Errorf("read idempotency key: %w", perr))
+	}
+}
+
 // openAnswer returns a stored answer in clear: sealed ones (answers that
 // show a secret) are opened.
 func openAnswer(box xaalis.SecretBox, sc xaalis.IdempotencyScope, body []byte) ([]byte, error) {
@@ -237,22 +327,31 @@ func openAnswer(box xaalis.SecretBox, sc xaalis.IdempotencyScope, body []byte) (
 // completion is the statement that stores a claim's answer; its tag
 // says whether the claim was still the caller's.
 func completion(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) (string, []any, error) {
-	body := r.Body
-	if r.Secret && box != nil {
-		kid, err := currentSecretKey(ctx, q, box)
-		if err != nil {
-			return "", nil, err
-		}
-		sealed, err := box.Seal(kid, body, xaalis.IdempotencyAAD(s))
-		if err != nil {
-			return "", nil, fmt.Errorf("seal stored answer: %w", err)
-		}
-		body = []byte(sealed)
+	body, err := sealAnswer(ctx, q, box, s, r)
+	if err != nil {
+		return "", nil, err
 	}
 	return `UPDATE idempotency_keys SET state = 'done', locked_until = $1, response_status = $2,
 		response_content_type = $3, response_location = $4, response_body = $5
 		WHERE merchant_id = $6 AND mode = $7 AND key_type = $8 AND key = $9 AND token = $10 AND state = 'in_flight'`,
 		[]any{epoch, r.Status, r.ContentType, r.Location, body, s.MerchantID, s.Mode, s.KeyType, s.Key, token}, nil
+}
+
+// sealAnswer returns the body to store of an answer: sealed when it shows
+// a secret.
+func sealAnswer(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, r xaalis.StoredResponse) ([]byte, error) {
+	if !r.Secret || box == nil {
+		return r.Body, nil
+	}
+	kid, err := currentSecretKey(ctx, q, box)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := box.Seal(kid, r.Body, xaalis.IdempotencyAAD(s))
+	if err != nil {
+		return nil, fmt.Errorf("seal stored answer: %w", err)
+	}
+	return []byte(sealed), nil
 }
 
 // claimKept fails a completion that found its claim gone.
@@ -278,7 +377,18 @@ func (s *Store) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencySc
 
 // CompleteIdempotency stores the response of a claim with the command: it
 // goes with the COMMIT, and a claim found lost fails the commit.
+//
+// The command's own unwritten claim is written now, done, with its
+// answer: one INSERT for the key of a command done in one transaction.
 func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
+	if c := t.unwritten; c != nil && c.Scope == sc && c.Token == token {
+		body, err := sealAnswer(ctx, t.tx, t.box, sc, r)
+		if err != nil {
+			return err // the claim is still unwritten: claimFailed looks for the key
+		}
+		t.writeUnwritten(&r, body)
+		return nil
+	}
 	sql, args, err := completion(ctx, t.tx, t.box, sc, token, r)
 	if err != nil {
 		return err

@@ -285,10 +285,11 @@ func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 		// A check that balance changes written early (ahead of a
 		// LockBalance) made: the same answer as at commit.
 		if r := tx.commitRefusal(err); r != nil {
-			return r
+			return tx.claimFailed(ctx, r)
 		}
-		return unavailable(retryable(err))
+		return tx.claimFailed(ctx, unavailable(retryable(err)))
 	}
+	tx.writeClaim()
 	var tail []queued
 	if tx.wake != 0 {
 		// Delivered at commit, to every process listening on this schema.
@@ -297,9 +298,9 @@ func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 	}
 	if err := t.commit(ctx, tail...); err != nil {
 		if r := tx.commitRefusal(err); r != nil {
-			return r
+			return tx.claimFailed(ctx, r)
 		}
-		return unavailable(retryable(err))
+		return tx.claimFailed(ctx, unavailable(retryable(err)))
 	}
 	committed = true
 	s.commits.Add(1)
@@ -361,6 +362,11 @@ type Tx struct {
 	// quotaRetry is when the quota window of the key this transaction
 	// claimed ends, from the claim (quotaRefusal).
 	quotaRetry time.Duration
+	// unwritten is the command's claim of an Idempotency-Key its request
+	// found absent (Claim.Unseen), not yet in the table: written with the
+	// answer (CompleteIdempotency) or, before the COMMIT, in flight
+	// (writeClaim).
+	unwritten *xaalis.Claim
 }
 
 // Wake asks for the background work w once the transaction commits.

@@ -21,6 +21,8 @@ type Opener func(t *testing.T) xaalis.Store
 
 // Run runs the whole suite against stores made by open.
 func Run(t *testing.T, open Opener) {
+	// Not parallel, and first: it counts the statements of the process.
+	t.Run("ClaimWrittenOnce", func(t *testing.T) { testClaimWrittenOnce(t, open(t)) })
 	t.Run("Merchant", func(t *testing.T) { t.Parallel(); testMerchant(t, open(t)) })
 	t.Run("Key", func(t *testing.T) { t.Parallel(); testKey(t, open(t)) })
 	t.Run("KeyByHashIdempotency", func(t *testing.T) { t.Parallel(); testKeyByHashIdempotency(t, open(t)) })
@@ -621,6 +623,53 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 	}
 	if rate("u1") != 1 || rate("u2") != 1 {
 		t.Errorf("taken keys: u1 %d, u2 %d commands committed, want 1 each", rate("u1"), rate("u2"))
+	}
+}
+
+// testClaimWrittenOnce: a command done in one transaction writes the
+// Idempotency-Key its request found absent (Claim.Unseen) in one
+// statement, one fewer than a key claimed at the start (an INSERT in
+// flight, then an UPDATE with the answer), and the two keys read the same.
+func testClaimWrittenOnce(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	resp := xaalis.StoredResponse{Status: 201, ContentType: "application/json", Body: []byte(`{"id":"1"}`)}
+	now := time.Now()
+	stats, ok := s.(xaalis.StatsReporter)
+	if !ok {
+		t.Fatalf("%T counts no statements", s)
+	}
+	// cost runs the command and returns the statements it sent: the least
+	// of three tries, as the counter is the process's.
+	cost := func(unseen bool) int64 {
+		least := int64(-1)
+		for i := range 3 {
+			key := fmt.Sprint(unseen, i)
+			c := xaalis.Claim{Scope: xaalis.IdempotencyScope{MerchantID: m.ID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: key},
+				Fingerprint: []byte("fp"), Token: "t-" + key, Now: now, Lease: time.Minute, Unseen: unseen}
+			before := stats.Stats().Statements
+			if err := s.Update(ctx, func(tx xaalis.Tx) error {
+				if r, err := tx.ClaimIdempotency(ctx, c); err != nil || r.Outcome != xaalis.ClaimAcquired {
+					return errors.Join(err, fmt.Errorf("claim: %+v", r))
+				}
+				return tx.CompleteIdempotency(ctx, c.Scope, c.Token, resp)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if n := stats.Stats().Statements - before; least < 0 || n < least {
+				least = n
+			}
+			rec, err := s.IdempotencyKey(ctx, c.Scope)
+			if err != nil || !rec.Done || rec.Token != c.Token || string(rec.Response.Body) != string(resp.Body) ||
+				!rec.ExpiresAt.Equal(now.Add(xaalis.IdempotencyTTL).Truncate(time.Microsecond)) {
+				t.Fatalf("key %s: %+v %v", key, rec, err)
+			}
+		}
+		return least
+	}
+	atStart, once := cost(false), cost(true)
+	if atStart-once != 1 {
+		t.Fatalf("statements: %d with the key claimed at the start, %d with it written once; want one fewer", atStart, once)
 	}
 }
 

@@ -100,7 +100,7 @@ type Claim struct {
 	QuotaWindow time.Duration
 	// Unseen: the request's first look found no row for the key. A store
 	// may then write the claim at the end of the command's transaction
-	// instead of at its start (SQLite does: a command completed in one
+	// instead of at its start (both do: a command completed in one
 	// transaction writes its key once, with its answer), and answers
 	// ErrClaimRace when another request took the key in between.
 	Unseen bool
