@@ -27,6 +27,107 @@ func DuplicateKeyError(path string) *Error {
 // decoded into a struct, keys are compared as encoding/json matches them
 // (case folded); in maps (metadata) and anything untyped, exactly.
 func DuplicateKey(body []byte, target any) string {
+	if distinctKeys(body) {
+		return ""
+	}
+	return duplicateKey(body, target)
+}
+
+// maxFastKeys bounds the keys distinctKeys compares, each with each.
+const maxFastKeys = 48
+
+// distinctKeys reports, in one pass over the bytes and without
+// allocating, that no two strings in a key's place (after '{' or ',' in
+// an object) are equal even without regard to case: then no object of
+// the body holds a key twice, however it decodes. It says false when it
+// cannot tell cheaply (a key with an escape or a byte past ASCII, where
+// case folding is Unicode's; more than maxFastKeys keys; an unterminated
+// string), and duplicateKey decides. A body that is not JSON is no
+// concern of its: the strings in a key's place are every key the
+// decoder can meet before its error.
+func distinctKeys(body []byte) bool {
+	var keys [maxFastKeys][]byte
+	n := 0
+	var stack [64]byte // the open containers' '{' or '['
+	depth := 0
+	prev := byte(0) // the last byte outside strings that is not space
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case ' ', '\t', '\n', '\r':
+		case '"':
+			key := depth > 0 && stack[depth-1] == '{' && (prev == '{' || prev == ',')
+			start, plain := i+1, true
+			for i++; ; i++ {
+				if i >= len(body) {
+					return false
+				}
+				b := body[i]
+				if b == '"' {
+					break
+				}
+				if b == '\\' {
+					plain = false
+					i++
+				} else if b >= 0x80 {
+					plain = false
+				}
+			}
+			if key {
+				if !plain || n == len(keys) {
+					return false
+				}
+				k := body[start:i]
+				for _, o := range keys[:n] {
+					if asciiEqualFold(o, k) {
+						return false
+					}
+				}
+				keys[n] = k
+				n++
+			}
+			prev = '"'
+		case '{', '[':
+			if depth == len(stack) {
+				return false
+			}
+			stack[depth] = c
+			depth++
+			prev = c
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+			prev = c
+		default:
+			prev = c
+		}
+	}
+	return true
+}
+
+// asciiEqualFold reports whether two ASCII strings are equal without
+// regard to case.
+func asciiEqualFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// duplicateKey is DuplicateKey by the decoder's tokens.
+func duplicateKey(body []byte, target any) string {
 	type frame struct {
 		object    bool
 		typ       reflect.Type // what this object or array decodes into; nil: untyped

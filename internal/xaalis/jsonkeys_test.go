@@ -43,14 +43,50 @@ func TestDuplicateKey(t *testing.T) {
 		{`"x"`, ""},
 		{``, ""},
 		{`{"amount":1}{"amount":2}`, ""},
+		{`{"amount":1,"amount"`, "amount"},
+		{`{"amount":1,"amount" 5}`, "amount"},
+		{`{"payer":{"name":"a"},"name":"b"}`, ""},
+		{`{"amount":"{\"amount\":1,\"amount\":2}"}`, ""},
 	} {
 		if got := DuplicateKey([]byte(c.body), &body{}); got != c.want {
 			t.Errorf("%s: got %q, want %q", c.body, got, c.want)
 		}
 	}
+	// Deeper than the fast scan follows.
+	deep := strings.Repeat("[", 70) + `{"amount":1,"amount":2}` + strings.Repeat("]", 70)
+	if got, want := DuplicateKey([]byte(deep), nil), strings.Repeat("[0]", 70)+".amount"; got != want {
+		t.Errorf("70 arrays deep: got %q, want %q", got, want)
+	}
 	if got := DuplicateKey([]byte(`{"a":1,"A":1}`), nil); got != "" {
 		t.Errorf("untyped: case differs, got %q", got)
 	}
+}
+
+// FuzzDistinctKeys: a body whose keys the fast scan finds distinct holds
+// no key twice by the decoder's tokens either, in a struct's objects
+// (case folded) or in untyped ones (exact).
+func FuzzDistinctKeys(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":1,"A":2}`, `{"a":{"b":[1,{"c":1,"c":2}]}}`, `{"a":"b","b":1}`,
+		`["a","a"]`, `{"a":"\"","a":1}`, `{"\u0061":1,"a":2}`, `{"a":1,"a"`, `{"a":1,"a" 5}`, `{,"a":1,"a":2}`,
+		`{"k":1,"K":2}`, `{"a":[{"x":1},{"x":1}]}`, `{"amount":1}{"amount":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		type target struct {
+			A int            `json:"a"`
+			K int            `json:"k"`
+			M map[string]any `json:"m"`
+		}
+		if !distinctKeys([]byte(body)) {
+			return
+		}
+		if k := duplicateKey([]byte(body), &target{}); k != "" {
+			t.Fatalf("%q: distinct by the fast scan, yet %q twice in a struct", body, k)
+		}
+		if k := duplicateKey([]byte(body), nil); k != "" {
+			t.Fatalf("%q: distinct by the fast scan, yet %q twice untyped", body, k)
+		}
+	})
 }
 
 // FuzzDuplicateKey: no body crashes the scan, and a body it passes decodes
