@@ -254,10 +254,12 @@ func (t *Tx) countKey(c xaalis.Claim) {
 // writeUnwritten queues the INSERT of the command's Unseen key: done with
 // the answer done (its body already sealed if need be), or in flight for
 // the claim's lease when done is nil. The statement raises claimRaceCode,
-// failing the COMMIT, when the key exists.
+// failing the COMMIT, when the key exists. The claim stays t.unwritten
+// until the commit: a command failing before then still looks for the
+// key (claimFailed).
 func (t *Tx) writeUnwritten(done *xaalis.StoredResponse, body []byte) {
 	c := t.unwritten
-	t.unwritten = nil
+	t.claimQueued = true
 	state, lockedUntil := "in_flight", c.Now.Add(c.Lease)
 	var status, ctype, loc any
 	if done != nil {
@@ -278,7 +280,7 @@ func (t *Tx) writeUnwritten(done *xaalis.StoredResponse, body []byte) {
 // flight: the command ends without its answer (a live payment waits for
 // its provider).
 func (t *Tx) writeClaim() {
-	if t.unwritten != nil {
+	if t.unwritten != nil && !t.claimQueued {
 		t.writeUnwritten(nil, nil)
 	}
 }
@@ -381,7 +383,7 @@ func (s *Store) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencySc
 // The command's own unwritten claim is written now, done, with its
 // answer: one INSERT for the key of a command done in one transaction.
 func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {
-	if c := t.unwritten; c != nil && c.Scope == sc && c.Token == token {
+	if c := t.unwritten; c != nil && !t.claimQueued && c.Scope == sc && c.Token == token {
 		body, err := sealAnswer(ctx, t.tx, t.box, sc, r)
 		if err != nil {
 			return err // the claim is still unwritten: claimFailed looks for the key

@@ -365,8 +365,10 @@ type Tx struct {
 	// unwritten is the command's claim of an Idempotency-Key its request
 	// found absent (Claim.Unseen), not yet in the table: written with the
 	// answer (CompleteIdempotency) or, before the COMMIT, in flight
-	// (writeClaim).
-	unwritten *xaalis.Claim
+	// (writeClaim). claimQueued: its INSERT is queued, to go with the
+	// next statement or the COMMIT.
+	unwritten   *xaalis.Claim
+	claimQueued bool
 }
 
 // Wake asks for the background work w once the transaction commits.

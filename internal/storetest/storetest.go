@@ -472,7 +472,7 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 	// with an answer, completes the key; it returns the command's error.
 	// With fail, the command fails after its write, with its own error.
 	errOwn := errors.New("the command's own error")
-	var fail bool
+	var fail, failAfter bool
 	run := func(c xaalis.Claim, answer *xaalis.StoredResponse) error {
 		return s.Update(ctx, func(tx xaalis.Tx) error {
 			r, err := tx.ClaimIdempotency(ctx, c)
@@ -489,7 +489,10 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 				return errOwn
 			}
 			if answer != nil {
-				return tx.CompleteIdempotency(ctx, c.Scope, c.Token, *answer)
+				if err := tx.CompleteIdempotency(ctx, c.Scope, c.Token, *answer); err != nil || !failAfter {
+					return err
+				}
+				return errOwn // after its answer was stored (or queued)
 			}
 			return nil
 		})
@@ -536,11 +539,12 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 	// then fails on its own (maybe for what the other request did) is
 	// answered as the key is too.
 	for _, tc := range []struct {
-		key    string
-		answer *xaalis.StoredResponse
-		fail   bool
-	}{{"u1", nil, false}, {"u1", &resp, false}, {"u2", nil, false}, {"u2", &resp, false}, {"u1", nil, true}, {"u2", &resp, true}} {
-		fail = tc.fail
+		key             string
+		answer          *xaalis.StoredResponse
+		fail, failAfter bool
+	}{{"u1", nil, false, false}, {"u1", &resp, false, false}, {"u2", nil, false, false}, {"u2", &resp, false, false},
+		{"u1", nil, true, false}, {"u2", &resp, true, false}, {"u1", &resp, false, true}, {"u2", &resp, false, true}} {
+		fail, failAfter = tc.fail, tc.failAfter
 		err := run(unseen(scope(tc.key), "late"), tc.answer)
 		var refused *xaalis.ClaimRefused
 		if !errors.Is(err, xaalis.ErrClaimRace) && !errors.As(err, &refused) {
@@ -548,7 +552,16 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 				tc.key, tc.answer != nil, tc.fail, err)
 		}
 	}
-	fail = false
+	fail, failAfter = false, false
+	// A free key whose command fails after storing its answer leaves no key.
+	failAfter = true
+	if err := run(unseen(scope("u4"), "e"), &resp); !errors.Is(err, errOwn) {
+		t.Fatalf("a command failing after its answer: %v; want its own error", err)
+	}
+	failAfter = false
+	if _, err := s.IdempotencyKey(ctx, scope("u4")); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Fatalf("the key of a command failing after its answer: %v; want none", err)
+	}
 	if n := rate("u1"); n != 1 {
 		t.Fatalf("u1: %d commands committed, want 1", n)
 	}
