@@ -320,18 +320,7 @@ func openAnswer(box xaalis.SecretBox, sc xaalis.IdempotencyScope, body []byte) (
 // sealAnswer returns the body to store of an answer: sealed when it
 // shows a secret.
 func sealAnswer(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, r xaalis.StoredResponse) ([]byte, error) {
-	if !r.Secret || box == nil {
-		return r.Body, nil
-	}
-	kid, err := currentSecretKey(ctx, q, box)
-	if err != nil {
-		return nil, err
-	}
-	sealed, err := box.Seal(kid, r.Body, xaalis.IdempotencyAAD(s))
-	if err != nil {
-		return nil, fmt.Errorf("seal stored answer: %w", err)
-	}
-	return []byte(sealed), nil
+	return xaalis.SealAnswer(box, s, r, func() (string, error) { return currentSecretKey(ctx, q, box) })
 }
 
 func completeIdempotency(ctx context.Context, q querier, box xaalis.SecretBox, s xaalis.IdempotencyScope, token string, r xaalis.StoredResponse) error {

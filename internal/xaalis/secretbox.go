@@ -114,6 +114,24 @@ func SealSecret(box SecretBox, keyID, plain string, aad []byte) (string, error) 
 	return v, nil
 }
 
+// SealAnswer returns the body to store of an Idempotency-Key's answer:
+// sealed under the key keyID names when the answer shows a secret (keyID
+// is asked only then), as it is otherwise or without a box (tests).
+func SealAnswer(box SecretBox, s IdempotencyScope, r StoredResponse, keyID func() (string, error)) ([]byte, error) {
+	if !r.Secret || box == nil {
+		return r.Body, nil
+	}
+	kid, err := keyID()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := box.Seal(kid, r.Body, IdempotencyAAD(s))
+	if err != nil {
+		return nil, fmt.Errorf("seal stored answer: %w", err)
+	}
+	return []byte(sealed), nil
+}
+
 // OpenSecret returns a stored secret in clear: opened when sealed, as it
 // is when stored in clear (by an earlier version, or without a box).
 func OpenSecret(box SecretBox, stored string, aad []byte) (string, error) {
