@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,14 +63,20 @@ func TestProviderEmulatorLive(t *testing.T) {
 	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
 	m := createMerchant(t, db)
 	updateMerchant(t, db, m.MerchantID, "--kyc", "approved")
-	s := serve(t, envOf(), serveArgs(db, "--test-mode=false", "--config", cfgPath, "--jobs-interval", "1h")...)
-	// The notification URL must reach this server: restart with its address.
-	publicURL := s.api
-	if err := s.stop(); err != nil {
+	// The notification URL must reach this server, whose address is known
+	// only once it listens: a proxy that holds its own port forwards to it.
+	// (Restarting the server on the address it had let another test's
+	// connection take the port in between.)
+	var target atomic.Pointer[url.URL]
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target.Load()) }})
+	defer proxy.Close()
+	s := serve(t, envOf(), serveArgs(db, "--test-mode=false", "--config", cfgPath, "--jobs-interval", "1h",
+		"--public-url", proxy.URL)...)
+	api, err := url.Parse(s.api)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s = serve(t, envOf(), serveArgs(db, "--test-mode=false", "--config", cfgPath, "--jobs-interval", "1h",
-		"--addr", s.apiAddr, "--public-url", publicURL)...)
+	target.Store(api)
 
 	body := `{"merchant_ref":"emu-1","amount":5000,"provider":"channel_a","payer":{"phone":"+221771234567"},
 		"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`
