@@ -190,11 +190,8 @@ func (t *Tx) ClaimIdempotency(ctx context.Context, c xaalis.Claim) (xaalis.Claim
 		// The insert first: a new key (the common case, the request having
 		// found none) costs no read. A conflict waits for the transaction
 		// that holds the key to end, then the row answers.
-		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state,
-			locked_until, created_at, expires_at, instance_id) VALUES ($1, $2, $3, $4, $5, $6, 'in_flight', $7, $8, $9, $10)
-			ON CONFLICT (merchant_id, mode, key_type, key) DO NOTHING`,
-			c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, c.Now.Add(c.Lease),
-			c.Now, c.Now.Add(xaalis.IdempotencyTTL), nullString(c.Instance))
+		sql, args := claimInsert(c, nil, nil)
+		tag, err := tx.Exec(ctx, sql, args...)
 		if err != nil {
 			return xaalis.ClaimResult{}, fmt.Errorf("insert idempotency key: %w", err)
 		}
@@ -258,22 +255,35 @@ func (t *Tx) countKey(c xaalis.Claim) {
 // until the commit: a command failing before then still looks for the
 // key (claimFailed).
 func (t *Tx) writeUnwritten(done *xaalis.StoredResponse, body []byte) {
-	c := t.unwritten
 	t.claimQueued = true
+	sql, args := claimInsert(*t.unwritten, done, body)
+	t.tx.later("insert idempotency key", orRaise(sql, claimRaceCode, "idempotency key claimed meanwhile"), args...)
+}
+
+// claimInsert is the INSERT of c's key: done with the answer done (its
+// body already sealed if need be), or in flight for c's lease when done
+// is nil. A key that exists is left as it is.
+func claimInsert(c xaalis.Claim, done *xaalis.StoredResponse, body []byte) (string, []any) {
 	state, lockedUntil := "in_flight", c.Now.Add(c.Lease)
 	var status, ctype, loc any
 	if done != nil {
 		state, lockedUntil = "done", epoch
 		status, ctype, loc = done.Status, done.ContentType, done.Location
 	}
-	t.tx.later("insert idempotency key", `WITH i AS (INSERT INTO idempotency_keys (merchant_id, mode, key_type, key,
-		fingerprint, token, state, locked_until, created_at, expires_at, instance_id, response_status,
-		response_content_type, response_location, response_body)
+	return `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state, locked_until,
+		created_at, expires_at, instance_id, response_status, response_content_type, response_location, response_body)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-		ON CONFLICT (merchant_id, mode, key_type, key) DO NOTHING RETURNING 1)
-		SELECT CASE WHEN count(*) = 0 THEN xaalis_raise('`+claimRaceCode+`', 'idempotency key claimed meanwhile') ELSE 0 END FROM i`,
-		c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, state, lockedUntil,
-		c.Now, c.Now.Add(xaalis.IdempotencyTTL), nullString(c.Instance), status, ctype, loc, body)
+		ON CONFLICT (merchant_id, mode, key_type, key) DO NOTHING`,
+		[]any{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, state, lockedUntil,
+			c.Now, c.Now.Add(xaalis.IdempotencyTTL), nullString(c.Instance), status, ctype, loc, body}
+}
+
+// orRaise makes a data-modifying statement (without RETURNING) raise code
+// with message when it changed no row: sent with the COMMIT, it stops the
+// commit server-side.
+func orRaise(stmt, code, message string) string {
+	return `WITH w AS (` + stmt + ` RETURNING 1)
+		SELECT CASE WHEN count(*) = 0 THEN xaalis_raise('` + code + `', '` + message + `') ELSE 0 END FROM w`
 }
 
 // writeClaim queues the command's claim that is still unwritten, in
@@ -385,8 +395,7 @@ func (t *Tx) CompleteIdempotency(ctx context.Context, sc xaalis.IdempotencyScope
 		return err
 	}
 	// Sent with the COMMIT: a claim found lost must stop it server-side.
-	t.tx.later("complete idempotency key", `WITH u AS (`+sql+` RETURNING 1)
-		SELECT CASE WHEN count(*) = 0 THEN xaalis_raise('`+claimLostCode+`', 'idempotency claim lost') ELSE 0 END FROM u`, args...)
+	t.tx.later("complete idempotency key", orRaise(sql, claimLostCode, "idempotency claim lost"), args...)
 	return nil
 }
 
