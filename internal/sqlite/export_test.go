@@ -88,3 +88,10 @@ var LookupQueries = map[string]string{
 
 // TxListWhere is the condition of a merchant's transaction list under f.
 func TxListWhere(f xaalis.TxFilter) (string, []any) { return txListWhere(f) }
+
+// TotalChanges is the rows the writer's connection has inserted, updated
+// or deleted since it opened (SQLite's total_changes()).
+func (t *Tx) TotalChanges(ctx context.Context) (n int64, err error) {
+	err = t.tx.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
+	return n, err
+}

@@ -285,3 +285,65 @@ func queryPlan(t *testing.T, db *sql.DB, q string, args ...any) string {
 	}
 	return strings.Join(plan, "; ")
 }
+
+// TestUpsertCustomerWritesOnlyChanges: a returning payer's customer is
+// read, not written again (a page dirtied, at a random place, for every
+// payment of a known phone); a new phone and a name for a nameless
+// customer are written.
+func TestUpsertCustomerWritesOnlyChanges(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	m := storetest.NewMerchant(t, s)
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ids := map[string]string{} // phone: its customer
+	for _, c := range []struct {
+		name, phone, giving string
+		writes              int64
+		wantName            string
+	}{
+		{"new phone, no name", "+221770000101", "", 1, ""},
+		{"known, still no name", "+221770000101", "", 0, ""},
+		{"known, a name for it", "+221770000101", "Awa Diop", 1, "Awa Diop"},
+		{"known, named, no name given", "+221770000101", "", 0, "Awa Diop"},
+		{"known, named, another name", "+221770000101", "Fatou Sow", 0, "Awa Diop"},
+		{"another phone, named", "+221770000102", "Moussa Ndiaye", 1, "Moussa Ndiaye"},
+		{"that phone again", "+221770000102", "Moussa Ndiaye", 0, "Moussa Ndiaye"},
+	} {
+		err := s.Update(ctx, func(xtx xaalis.Tx) error {
+			tx := xtx.(*sqlite.Tx)
+			before, err := tx.TotalChanges(ctx)
+			if err != nil {
+				return err
+			}
+			id := xaalis.NewUUIDv7()
+			got, err := tx.UpsertCustomer(ctx, &xaalis.Customer{ID: id, MerchantID: m.ID, Mode: xaalis.ModeTest,
+				Phone: c.phone, Name: c.giving, CreatedAt: now, UpdatedAt: now})
+			if err != nil {
+				return err
+			}
+			after, err := tx.TotalChanges(ctx)
+			if err != nil {
+				return err
+			}
+			if after-before != c.writes {
+				return fmt.Errorf("%d rows written, want %d", after-before, c.writes)
+			}
+			if got.Phone != c.phone || got.Name != c.wantName || got.MerchantID != m.ID || got.Mode != xaalis.ModeTest {
+				return fmt.Errorf("customer %+v", got)
+			}
+			// A known phone keeps its customer; a new one is made with
+			// the id given.
+			want, known := ids[c.phone]
+			if !known {
+				want, ids[c.phone] = id, id
+			}
+			if got.ID != want {
+				return fmt.Errorf("customer %s, want %s", got.ID, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+	}
+}
