@@ -408,7 +408,7 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 // known phone, though nothing in it changed. Only a new phone, or a name
 // for a customer that has none, goes on to the upsert.
 func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Customer, error) {
-	found, err := scanCustomer(t.tx.QueryRowContext(ctx, `SELECT id, merchant_id, mode, phone, name, created_at, updated_at
+	found, err := scanCustomer(t.tx.QueryRowContext(ctx, `SELECT `+customerColumns+`
 		FROM customers WHERE merchant_id = ? AND mode = ? AND phone = ?`, c.MerchantID, c.Mode, c.Phone).Scan)
 	switch {
 	case err == nil && (found.Name != "" || c.Name == ""):
@@ -418,11 +418,11 @@ func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Cu
 	}
 	// The upsert always updates (the name, when missing), so RETURNING
 	// gives the row, new or found, in one statement.
-	return scanCustomer(t.tx.QueryRowContext(ctx, `INSERT INTO customers (id, merchant_id, mode, phone, name, created_at, updated_at)
+	return scanCustomer(t.tx.QueryRowContext(ctx, `INSERT INTO customers (`+customerColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
 			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END
-		RETURNING id, merchant_id, mode, phone, name, created_at, updated_at`,
+		RETURNING `+customerColumns,
 		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, micros(c.CreatedAt), micros(c.UpdatedAt)).Scan)
 }
 

@@ -552,9 +552,8 @@ func testIdempotencyUnseen(t *testing.T, s xaalis.Store) {
 				tc.key, tc.answer != nil, tc.fail, err)
 		}
 	}
-	fail, failAfter = false, false
 	// A free key whose command fails after storing its answer leaves no key.
-	failAfter = true
+	fail, failAfter = false, true
 	if err := run(unseen(scope("u4"), "e"), &resp); !errors.Is(err, errOwn) {
 		t.Fatalf("a command failing after its answer: %v; want its own error", err)
 	}
