@@ -76,16 +76,24 @@ func cmdListen(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	fmt.Fprintf(stdout, "Ready! Your webhook signing secret is %s (forwarding %s events to %s; ^C to stop)\n",
-		secret.Secret, mode(secret.Livemode), *forward)
 
 	// The receiver is the developer's own: http and loopback are allowed,
 	// and the same Sender as real deliveries posts and signs.
 	sender := &webhook.Sender{Client: &http.Client{Timeout: webhook.DefaultTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	ready := false
 	p := &client.ListenParams{Types: types,
 		OnDisconnect: func(err error) { fmt.Fprintf(stderr, "stream dropped (%v); reconnecting\n", err) },
 		OnConnect: func(after string) {
+			// Ready once the stream is open, not before: the server starts
+			// a first stream at its own "now", so an event triggered
+			// between a Ready printed earlier and the connection was
+			// never forwarded (seen in CI, a second process triggering).
+			if !ready {
+				ready = true
+				fmt.Fprintf(stdout, "Ready! Your webhook signing secret is %s (forwarding %s events to %s; ^C to stop)\n",
+					secret.Secret, mode(secret.Livemode), *forward)
+			}
 			if after != "" {
 				fmt.Fprintf(stderr, "reconnected; resuming after %s\n", after)
 			}

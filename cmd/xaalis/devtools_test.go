@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -275,6 +277,39 @@ func TestListenSecondProcess(t *testing.T) {
 	id := triggerCLI(t, envOf("XAALIS_API_KEY", sk, "XAALIS_API_BASE", b.api), "payment.success")
 	if ev := verify(t, rc.next(t), secret); ev.ID != id {
 		t.Fatalf("forwarded %s, triggered %s on the other process", ev.ID, id)
+	}
+	if err := l.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListenReadyOnceStreaming: listen says Ready only once its stream is
+// open. A first stream starts at the server's "now", so an event triggered
+// right after a Ready printed before the connection was lost. The proxy
+// in front of the API holds the stream's request back for a moment, the
+// gap a loaded machine made (TestListenSecondProcess failed so in CI).
+func TestListenReadyOnceStreaming(t *testing.T) {
+	t.Parallel()
+	s := serve(t, noEnv, serveArgs("sqlite://"+t.TempDir()+"/x.db")...)
+	sk, _ := s.demoKeys(t)
+	api, err := url.Parse(s.api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		if r.In.URL.Path == "/v1/events/stream" {
+			time.Sleep(time.Second)
+		}
+		r.SetURL(api)
+	}})
+	// Closed after listen stops (cleanups run last first): Close waits for
+	// the stream's request.
+	t.Cleanup(proxy.Close)
+	rc := newHookReceiver(t)
+	l, secret := startListen(t, envOf("XAALIS_API_KEY", sk, "XAALIS_API_BASE", proxy.URL), "--forward-to", rc.srv.URL)
+	id := triggerCLI(t, envOf("XAALIS_API_KEY", sk, "XAALIS_API_BASE", s.api), "payment.success")
+	if ev := verify(t, rc.next(t), secret); ev.ID != id {
+		t.Fatalf("forwarded %s, triggered %s", ev.ID, id)
 	}
 	if err := l.stop(t); err != nil {
 		t.Fatal(err)
