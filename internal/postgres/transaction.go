@@ -212,26 +212,76 @@ func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error)
 	return sum, nil
 }
 
-// Volumes sums several scopes in one statement.
+// Volumes sums several queries in one statement: one scan reads each
+// scope's counters once (volumeRanges) and one aggregate sums every query
+// from them. A subquery a query read the merchant's rows twice (its day
+// and its month) and started four plans.
 func (s *Store) Volumes(ctx context.Context, qs []xaalis.VolumeQuery) ([]int64, error) {
 	if len(qs) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 4*len(qs))
-	cols := make([]string, len(qs))
+	var args params
+	named := make(map[string]string, 2*len(qs))
+	scope := func(sc string) string {
+		if p, ok := named[sc]; ok {
+			return p
+		}
+		named[sc] = args.add(sc)
+		return named[sc]
+	}
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for i, q := range qs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		// sum(bigint) is numeric: cast it back.
+		fmt.Fprintf(&b, `coalesce(sum(amount) FILTER (WHERE (scope = %s AND day >= %s) OR (scope = %s AND day >= %s)), 0)::bigint`,
+			scope(q.Scope()), args.add(xaalis.VolumeDay(q.Since)), scope(xaalis.HoldScope(q.Scope())), args.add(q.FirstHoldMinute()))
+	}
+	b.WriteString(" FROM volume_counters WHERE ")
+	for i, r := range volumeRanges(qs) {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		fmt.Fprintf(&b, "(scope = %s AND day >= %s)", scope(r.scope), args.add(r.from))
+	}
 	out := make([]int64, len(qs))
 	dst := make([]any, len(qs))
-	for i, q := range qs {
-		n := len(args)
-		cols[i] = fmt.Sprintf(`(SELECT coalesce(sum(amount), 0)::bigint FROM volume_counters
-			WHERE (scope = $%d AND day >= $%d) OR (scope = $%d AND day >= $%d))`, n+1, n+2, n+3, n+4)
-		args = append(args, q.Scope(), xaalis.VolumeDay(q.Since), xaalis.HoldScope(q.Scope()), q.FirstHoldMinute())
+	for i := range out {
 		dst[i] = &out[i]
 	}
-	if err := s.pool.QueryRow(ctx, `SELECT `+strings.Join(cols, ", "), args...).Scan(dst...); err != nil {
+	if err := s.pool.QueryRow(ctx, b.String(), args...).Scan(dst...); err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	return out, nil
+}
+
+// volumeRange is one scope's counters from a day on (a volume scope) or
+// from a minute on (a hold scope, xaalis.HoldScope).
+type volumeRange struct {
+	scope string
+	from  int64
+}
+
+// volumeRanges are the counters that qs read: one range a scope, from the
+// earliest bound any query of it needs, in the order first met.
+func volumeRanges(qs []xaalis.VolumeQuery) []volumeRange {
+	out := make([]volumeRange, 0, 2*len(qs))
+	at := make(map[string]int, 2*len(qs))
+	add := func(scope string, from int64) {
+		if i, ok := at[scope]; ok {
+			out[i].from = min(out[i].from, from)
+			return
+		}
+		at[scope] = len(out)
+		out = append(out, volumeRange{scope, from})
+	}
+	for _, q := range qs {
+		add(q.Scope(), xaalis.VolumeDay(q.Since))
+		add(xaalis.HoldScope(q.Scope()), q.FirstHoldMinute())
+	}
+	return out
 }
 
 // AddVolume adds delta to the counters of scopes for one day, at COMMIT:

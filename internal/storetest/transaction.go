@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -270,18 +271,23 @@ func testDueAndVolume(t *testing.T, s xaalis.Store) {
 	done := &xaalis.Transaction{Mode: xaalis.ModeTest, MerchantID: m.ID, Provider: "", PayerPhone: "+221770000020", CreatedAt: t0.Add(-time.Hour), LimitAmount: 500000}
 	add(done, done.LimitAmount)
 	holdSince := t0.Add(-xaalis.PendingHold)
-	vol := func(q xaalis.VolumeQuery) int64 {
-		t.Helper()
+	full := func(q xaalis.VolumeQuery) xaalis.VolumeQuery {
 		q.Mode = xaalis.ModeTest
 		if q.MerchantID == "" && q.PayerPhone == "" {
 			q.MerchantID = m.ID
 		}
-		v, err := s.Volume(ctx, q)
+		return q
+	}
+	vol := func(q xaalis.VolumeQuery) int64 {
+		t.Helper()
+		v, err := s.Volume(ctx, full(q))
 		if err != nil {
 			t.Fatalf("volume %+v: %v", q, err)
 		}
 		return v
 	}
+	var all []xaalis.VolumeQuery
+	var want []int64
 	for _, c := range []struct {
 		name string
 		q    xaalis.VolumeQuery
@@ -301,6 +307,13 @@ func testDueAndVolume(t *testing.T, s xaalis.Store) {
 		if got := vol(c.q); got != c.want {
 			t.Errorf("%s: volume %d, want %d", c.name, got, c.want)
 		}
+		all, want = append(all, full(c.q)), append(want, c.want)
+	}
+	// Volumes answers every query at once, the same: queries of one scope
+	// with other bounds (the merchant's day and month, older holds) share
+	// a read of its counters.
+	if got, err := s.Volumes(ctx, all); err != nil || !slices.Equal(got, want) {
+		t.Errorf("volumes: %v, %v; want %v", got, err, want)
 	}
 	// A pending payment that fails stops holding room: its hold is taken
 	// back out.
