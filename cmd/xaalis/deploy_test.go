@@ -30,6 +30,7 @@ import (
 
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/testutil"
 )
 
 // TestMain lets the test binary stand in for the xaalis binary: the
@@ -78,17 +79,6 @@ func tool(t *testing.T, name string) string {
 func isExecutable(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
-
-// freePort returns a loopback port nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // waitPort waits until something accepts connections on addr.
@@ -235,7 +225,7 @@ func TestBehindNginx(t *testing.T) {
 		t.Fatal(err)
 	}
 	certFile, keyFile, pool := writeCert(t)
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	text := rewrite(t, "deploy/nginx/xaalis.conf", string(conf),
 		"server 127.0.0.1:8080;", "server "+s.apiAddr+";",
@@ -322,7 +312,7 @@ func TestBehindCaddy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	text := "{\n\tadmin off\n}\n\n" + rewrite(t, "deploy/caddy/Caddyfile", string(conf),
 		"api.example.com {", fmt.Sprintf("http://127.0.0.1:%d {", port),

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -97,19 +96,6 @@ func (s scrape) want(t *testing.T, value float64, name string, labels ...string)
 	}
 }
 
-// freeAddr reserves a loopback address for a server that must know its
-// own URL before it starts.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // startEmulator runs `xaalis provider-emulator` and writes the
 // configuration that reaches it; it returns the emulator's URL and the
 // configuration's path.
@@ -189,7 +175,7 @@ func TestMetrics(t *testing.T) {
 		}))
 		t.Cleanup(receiver.Close)
 
-		addr := freeAddr(t)
+		addr := testutil.FreeAddr(t)
 		a := serve(t, noEnv, serveArgs(db, "--addr", addr, "--public-url", "http://"+addr, "--config", cfgPath,
 			"--insecure-webhooks", "--jobs-interval", "1h", "--ledger-check-interval", "0")...)
 		key := m.Keys.SecretLive

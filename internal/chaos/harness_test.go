@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -129,17 +128,6 @@ func newMerchant(t *testing.T, db, name string) merchant {
 	return m
 }
 
-// freeAddr is a loopback address nobody listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // emulator is the provider emulator, in the test's process: it outlives
 // every server the test kills.
 type emulator struct {
@@ -197,9 +185,9 @@ var listeningLine = regexp.MustCompile(`Xaalis API listening on http://(\S+) `)
 
 // newServer prepares a server on db; start runs it.
 func newServer(t *testing.T, name, db string, emu *emulator, extra ...string) *server {
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	s := &server{t: t, name: name, addr: addr, api: "http://" + addr, out: &testutil.SyncBuffer{}}
-	s.args = append([]string{"serve", "--database-url", db, "--addr", addr, "--admin-addr", freeAddr(t),
+	s.args = append([]string{"serve", "--database-url", db, "--addr", addr, "--admin-addr", testutil.FreeAddr(t),
 		"--public-url", s.api, "--heartbeat", "500ms", "--jobs-interval", "1s", "--rate-limit", "100000", "--rate-burst", "100000",
 		"--idempotency-quota", "0", "--insecure-webhooks", "--webhook-retry-scale", "0.001", "--log-level", "warn"}, extra...)
 	if emu != nil {

@@ -43,12 +43,7 @@ func TestDocsNodeReceiver(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "receiver.js"), []byte(code), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testutil.FreePort(t)
 	secret := webhook.NewSecret()
 	cmd := exec.Command(node, filepath.Join(dir, "receiver.js"))
 	cmd.Env = append(os.Environ(), "XAALIS_WHSEC="+secret, "PORT="+strconv.Itoa(port))
