@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates BENCHMARKS.md: on both backends (SQLite with
-# synchronous=FULL, the store's default; PostgreSQL with fsync on, in a
+# Regenerates BENCHMARKS.md: on both backends (SQLite as the store runs
+# it, the WAL fdatasynced before every answer; PostgreSQL with fsync on, in a
 # fresh schema per run), first every scenario of `xaalis bench` with the
 # physical floors (floor-fsync, floor-tx) and the others, then a 60 s
 # create-payment run with a CPU profile (its first and last 10 s), and
@@ -170,7 +170,7 @@ check and the aims of issue 11, each marked met or not.
 | CPUs (\`nproc\`) | $(nproc) ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)) |
 | Memory | $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo) |
 | Go | $(go version | cut -d' ' -f3-) |
-| SQLite | modernc.org/sqlite (no cgo), WAL, \`synchronous=FULL\`, one writer connection |
+| SQLite | modernc.org/sqlite (no cgo), WAL, one writer connection (\`synchronous=NORMAL\`, the WAL fdatasynced by its syncer before every answer) |
 | PostgreSQL | $pg_version, \`fsync=$pg_fsync\`, over TCP on 127.0.0.1 |
 | CPU in use just before the run | $load1 |
 

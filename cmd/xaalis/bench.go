@@ -684,8 +684,13 @@ func dbInfo(ctx context.Context, dbURL string, store xaalis.Store) bench.DBInfo 
 			info.Settings[k] = v
 		}
 	}
-	if info.Settings["synchronous"] == "2" {
+	switch info.Settings["synchronous"] {
+	case "2":
 		info.Settings["synchronous"] = "2 (FULL)"
+	case "1":
+		// The writer's COMMIT does not wait for the disk; its syncer
+		// fdatasyncs the WAL before any answer (internal/sqlite/syncer.go).
+		info.Settings["synchronous"] = "1 (NORMAL, the WAL fdatasynced before every answer)"
 	}
 	if path, err := sqlite.ParseURL(dbURL); err == nil {
 		if d, err := sql.Open("sqlite", "file:"+path+"?mode=ro"); err == nil {

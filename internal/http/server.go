@@ -176,8 +176,11 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 	ctx = context.WithValue(ctx, ctxClient, client)
 	ctx = context.WithValue(ctx, ctxLogger, s.Logger)
 	ctx = context.WithValue(ctx, ctxAccess, acc)
+	// The answer waits for what the request's reads saw to be durable
+	// (statusWriter), not for every commit of the moment.
+	ctx = xaalis.WithReadMark(ctx)
 	r = r.WithContext(ctx)
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, r: r}
 
 	// mux.Handler names the route for the log; only mux.ServeHTTP sets the
 	// path values, so matched requests go through it.
@@ -186,6 +189,9 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 	if pattern == "" {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.unmatched(w, r, fallback) })
 		pattern = "unmatched"
+	}
+	if !readsNothing[pattern] {
+		sw.durable = s.App.Store.Durable
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -249,15 +255,42 @@ func (r *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *headerRecorder) WriteHeader(s int)           { r.status = s }
 
 // statusWriter remembers the status and size of a response.
+// readsNothing are the routes whose answers show nothing of the database:
+// they need not wait for its writes to be durable (statusWriter), and the
+// liveness probe must answer whatever the disk does.
+var readsNothing = map[string]bool{
+	"GET /healthz": true, "GET /metrics": true, "GET /v1/openapi.yaml": true,
+	"GET /checkout-assets/{name}": true, "GET /v1/checkout.js": true, "unmatched": true,
+}
+
+// statusWriter records an answer's status and size for the access log,
+// and holds every byte of it until the writes the request's reads may
+// have seen are durable (Store.Durable, with the request's ReadMark): a
+// handler may have read a commit that the database has not yet made
+// durable, and nothing of it may leave before it is. When the database could not make it durable, an answer not
+// started yet is replaced by the 503 that says so; a streamed one stops.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
 	wrote  bool
+	// durable waits for the writes committed so far (nil: no wait); r is
+	// the request, for the 503.
+	durable func(context.Context) error
+	r       *http.Request
+	// refused: the handler's answer was replaced; what it writes is dropped.
+	refused bool
 }
 
 func (w *statusWriter) WriteHeader(s int) {
+	if w.refused {
+		return
+	}
 	if !w.wrote {
+		if err := w.hold(); err != nil {
+			w.refuse(err)
+			return
+		}
 		w.status, w.wrote = s, true
 	}
 	w.ResponseWriter.WriteHeader(s)
@@ -266,10 +299,39 @@ func (w *statusWriter) WriteHeader(s int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
+	} else if err := w.hold(); err != nil && !w.refused {
+		// A streamed answer whose next bytes may show what the database
+		// could not make durable: it ends here.
+		return 0, err
+	}
+	if w.refused {
+		return len(b), nil
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
+}
+
+// hold waits until what the database committed so far is durable.
+func (w *statusWriter) hold() error {
+	if w.durable == nil {
+		return nil
+	}
+	return w.durable(w.r.Context())
+}
+
+// refuse answers err in place of the handler's answer, which had not
+// started: its headers are dropped, but the request id.
+func (w *statusWriter) refuse(err error) {
+	h := w.Header()
+	rid := h.Get("X-Request-Id")
+	clear(h)
+	if rid != "" {
+		h.Set("X-Request-Id", rid)
+	}
+	inner := &statusWriter{ResponseWriter: w.ResponseWriter}
+	Error(inner, w.r, err)
+	w.status, w.bytes, w.wrote, w.refused = inner.status, inner.bytes, true, true
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -307,6 +307,10 @@ func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 	return nil
 }
 
+// Durable returns at once: a COMMIT returns once PostgreSQL made it
+// durable (synchronous_commit on), before any reader can see it.
+func (s *Store) Durable(ctx context.Context) error { return nil }
+
 // statements counts the statements every store of the process sends, for
 // the benchmarks.
 var statements atomic.Int64

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,16 +15,17 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// Group commit. SQLite has one writer at a time and each COMMIT in
-// synchronous=FULL waits for an fsync. So one goroutine owns the writer
-// connection and runs every write transaction of the store: it takes all
-// the commands queued while the previous batch was committing, runs each
-// in a SAVEPOINT of one transaction (a command that fails rolls back to
-// its savepoint and no further), and commits them together: one fsync for
-// the batch. No answer leaves before its batch is durable; a failed COMMIT
-// fails every command of the batch. A batch closes when the queue is empty
-// or at maxBatch commands; no timer waits for more, so a lone command
-// commits at once.
+// Group commit. SQLite has one writer at a time. So one goroutine owns
+// the writer connection and runs every write transaction of the store: it
+// takes all the commands queued while the previous batch was committing,
+// runs each in a SAVEPOINT of one transaction (a command that fails rolls
+// back to its savepoint and no further), and commits them together. The
+// COMMIT writes the batch's WAL frames without waiting for the disk; the
+// syncer (syncer.go) then fdatasyncs the WAL while the writer runs the
+// next batch, and releases the batch's answers: no answer leaves before
+// its batch is durable; a failed COMMIT or fdatasync fails every command
+// of the batch. A batch closes when the queue is empty or at maxBatch
+// commands; no timer waits for more, so a lone command commits at once.
 
 const (
 	// maxBatch bounds one transaction: a long batch delays its first
@@ -57,9 +59,9 @@ type writer struct {
 	queue chan *job
 	stop  chan struct{}
 	exit  chan struct{}
-	// onCommit runs after each durable commit with the wake-ups the
-	// batch's commands asked for.
-	onCommit func(xaalis.Wakeup)
+	// sy makes the batches durable and releases their answers; it runs
+	// the wake-ups a batch's commands asked for once it is durable.
+	sy *syncer
 	// box gives the commands' Tx the store's SecretBox.
 	box func() xaalis.SecretBox
 
@@ -71,13 +73,22 @@ type writer struct {
 	health writeHealth
 }
 
-func newWriter(ctx context.Context, db *sql.DB, onCommit func(xaalis.Wakeup), box func() xaalis.SecretBox) (*writer, error) {
+func newWriter(ctx context.Context, db *sql.DB, path string, onDurable func(xaalis.Wakeup), box func() xaalis.SecretBox) (*writer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
+	// The COMMIT no longer waits for the disk: the syncer fdatasyncs the
+	// WAL before any answer. Set on this connection only, after the
+	// migrations (committed FULL): a connection opened again would come
+	// back FULL, the DSN's, and lose nothing.
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("writer connection: %w", err)
+	}
 	w := &writer{conn: conn, stmts: newStmtCache(conn), queue: make(chan *job, queueSize), stop: make(chan struct{}),
-		exit: make(chan struct{}), onCommit: onCommit, box: box}
+		exit: make(chan struct{}), box: box}
+	w.sy = newSyncer(path, onDurable, &w.health)
 	go w.run()
 	return w, nil
 }
@@ -130,6 +141,7 @@ func (w *writer) close() {
 	}
 	close(w.stop)
 	<-w.exit
+	w.sy.close()
 	w.stmts.close()
 	w.conn.Close()
 }
@@ -204,6 +216,7 @@ func (w *writer) runAlone(j *job) {
 // it is durable (or failed).
 func (w *writer) commit(batch []*job) {
 	var wake xaalis.Wakeup
+	var seq uint64 // the batch's number, once sent to COMMIT
 	q := connq{c: w.stmts, detach: true}
 	box := w.box()
 	ctx := context.Background()
@@ -277,15 +290,15 @@ func (w *writer) commit(batch []*job) {
 		if err := quota.write(ctx, q); err != nil {
 			return w.abort(err)
 		}
+		// Numbered before the COMMIT: a reader may see the batch's rows as
+		// soon as SQLite publishes them, inside the COMMIT, and must then
+		// find its number to wait for (Store.Durable).
+		seq = w.sy.next()
 		if err := exec(`COMMIT`); err != nil {
 			return w.abort(fmt.Errorf("commit: %w", err))
 		}
-		w.health.set(nil)
 		w.batches.Add(1)
 		w.commands.Add(int64(len(batch)))
-		if wake != 0 && w.onCommit != nil {
-			w.onCommit(wake)
-		}
 		return nil
 	}()
 	if err != nil {
@@ -296,10 +309,15 @@ func (w *writer) commit(batch []*job) {
 		for _, j := range batch {
 			j.err = failed
 		}
+		wake = 0
 	}
-	for _, j := range batch {
-		j.done <- struct{}{}
+	// Every answer waits for the batches before it to be durable, its own
+	// included: even a command that failed may have read their rows (a
+	// merchant_ref taken, a balance spent).
+	if seq == 0 {
+		seq = w.sy.last()
 	}
+	w.sy.add(seq, slices.Clone(batch), wake)
 }
 
 // rollbackFailed is the error of a batch whose rollback, after one of its
@@ -406,6 +424,24 @@ type connq struct {
 	// transaction, every command of the batch; a client that hangs up
 	// must not do that to the others.
 	detach bool
+	// last, on the read pool, is the last batch the writer sent to
+	// COMMIT: each read records it in its request's ReadMark once its
+	// statement has run, so that the answer waits for what the read may
+	// have seen to be durable (Store.Durable).
+	last func() uint64
+}
+
+// saw records, after a read's statement ran, the commits it may have seen.
+// modernc.org/sqlite steps a query to its first row inside QueryContext
+// (TestReadSnapshotAtQuery), so the read's snapshot is taken by then, and
+// a batch it sees was numbered before its COMMIT published it.
+func (q connq) saw(ctx context.Context) {
+	if q.last == nil {
+		return
+	}
+	if m := xaalis.ReadMarkOf(ctx); m != nil {
+		m.Saw(q.last())
+	}
 }
 
 func (q connq) ctx(ctx context.Context) context.Context {
@@ -418,6 +454,7 @@ func (q connq) ctx(ctx context.Context) context.Context {
 
 func (q connq) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = q.ctx(ctx)
+	defer q.saw(ctx)
 	if st := q.c.get(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -426,6 +463,7 @@ func (q connq) ExecContext(ctx context.Context, query string, args ...any) (sql.
 
 func (q connq) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	ctx = q.ctx(ctx)
+	defer q.saw(ctx)
 	if st := q.c.get(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -434,6 +472,7 @@ func (q connq) QueryContext(ctx context.Context, query string, args ...any) (*sq
 
 func (q connq) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	ctx = q.ctx(ctx)
+	defer q.saw(ctx)
 	if st := q.c.get(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}

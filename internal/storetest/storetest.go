@@ -28,6 +28,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("KeyByHashIdempotency", func(t *testing.T) { t.Parallel(); testKeyByHashIdempotency(t, open(t)) })
 	t.Run("Pepper", func(t *testing.T) { t.Parallel(); testPepper(t, open(t)) })
 	t.Run("UpdateRollsBack", func(t *testing.T) { t.Parallel(); testRollback(t, open(t)) })
+	t.Run("Durable", func(t *testing.T) { t.Parallel(); testDurable(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { t.Parallel(); testIdempotency(t, open(t)) })
 	t.Run("IdempotencyConcurrent", func(t *testing.T) { t.Parallel(); testIdempotencyConcurrent(t, open(t)) })
 	t.Run("IdempotencyUnseen", func(t *testing.T) { t.Parallel(); testIdempotencyUnseen(t, open(t)) })

@@ -36,8 +36,20 @@ type Store interface {
 	Pepper(ctx context.Context) ([]byte, error)
 
 	// Update runs fn in one write transaction, committed when fn returns
-	// nil and rolled back otherwise.
+	// nil and rolled back otherwise. It returns once the commit is
+	// durable.
 	Update(ctx context.Context, fn func(tx Tx) error) error
+
+	// Durable returns once the writes a read may have seen are durable:
+	// when ctx carries a ReadMark (WithReadMark), those its reads saw;
+	// else every write committed before the call. A read may see a
+	// commit before it is durable (SQLite's writer goes on while the WAL
+	// is synced), so whatever leaves the process after a read (an HTTP
+	// answer, a streamed event) waits here first; what Update did is
+	// durable when it returns. It fails with service_unavailable when the
+	// database could not make a write durable, or with ctx's error.
+	// PostgreSQL's commits are durable before any read can see them.
+	Durable(ctx context.Context) error
 
 	Merchant(ctx context.Context, id string) (*Merchant, error)
 	// Key returns a key by id.
