@@ -4,6 +4,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -176,11 +177,6 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 	ctx = context.WithValue(ctx, ctxClient, client)
 	ctx = context.WithValue(ctx, ctxLogger, s.Logger)
 	ctx = context.WithValue(ctx, ctxAccess, acc)
-	// The answer waits for what the request's reads saw to be durable
-	// (statusWriter), not for every commit of the moment.
-	ctx = xaalis.WithReadMark(ctx)
-	r = r.WithContext(ctx)
-	sw := &statusWriter{ResponseWriter: w, r: r}
 
 	// mux.Handler names the route for the log; only mux.ServeHTTP sets the
 	// path values, so matched requests go through it.
@@ -190,6 +186,13 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.unmatched(w, r, fallback) })
 		pattern = "unmatched"
 	}
+	if !readsAll[pattern] {
+		// The answer waits for what the request's reads saw to be
+		// durable (statusWriter), not for every commit of the moment.
+		ctx = xaalis.WithReadMark(ctx)
+	}
+	r = r.WithContext(ctx)
+	sw := &statusWriter{ResponseWriter: w, r: r}
 	if !readsNothing[pattern] {
 		sw.durable = s.App.Store.Durable
 	}
@@ -257,11 +260,22 @@ func (r *headerRecorder) WriteHeader(s int)           { r.status = s }
 // statusWriter remembers the status and size of a response.
 // readsNothing are the routes whose answers show nothing of the database:
 // they need not wait for its writes to be durable (statusWriter), and the
-// liveness probe must answer whatever the disk does.
+// probes must answer whatever the disk does (/readyz reads the database's
+// health, none of its rows).
 var readsNothing = map[string]bool{
-	"GET /healthz": true, "GET /metrics": true, "GET /v1/openapi.yaml": true,
+	"GET /healthz": true, "GET /readyz": true, "GET /v1/openapi.yaml": true,
 	"GET /checkout-assets/{name}": true, "GET /v1/checkout.js": true, "unmatched": true,
 }
+
+// readsAll are the routes whose reads do not run in the request's context
+// (the metrics' collectors): their answers wait for every write committed
+// before them, not for what a ReadMark recorded.
+var readsAll = map[string]bool{"GET /metrics": true}
+
+// dropOnRefuse are the headers that describe the answer a refused handler
+// had prepared; the others (the request id, the security headers) stay.
+var dropOnRefuse = []string{"Content-Type", "Content-Length", "Content-Disposition", "Content-Encoding",
+	"Location", "Idempotent-Replay", "ETag", "Last-Modified", "Link", "Set-Cookie", "Cache-Control"}
 
 // statusWriter records an answer's status and size for the access log,
 // and holds every byte of it until the writes the request's reads may
@@ -302,15 +316,20 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	} else if err := w.hold(); err != nil && !w.refused {
 		// A streamed answer whose next bytes may show what the database
 		// could not make durable: it ends here.
+		w.refused = true
 		return 0, err
 	}
 	if w.refused {
-		return len(b), nil
+		// The handler's answer does not leave; a stream stops writing.
+		return 0, errRefused
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
 }
+
+// errRefused is what a refused answer's writes return.
+var errRefused = errors.New("the answer was refused: what it shows is not durable")
 
 // hold waits until what the database committed so far is durable.
 func (w *statusWriter) hold() error {
@@ -321,17 +340,21 @@ func (w *statusWriter) hold() error {
 }
 
 // refuse answers err in place of the handler's answer, which had not
-// started: its headers are dropped, but the request id.
+// started: the headers describing that answer are dropped. A client that
+// went away gets nothing (499 in the log).
 func (w *statusWriter) refuse(err error) {
+	w.wrote, w.refused = true, true
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		w.status = 499
+		return
+	}
 	h := w.Header()
-	rid := h.Get("X-Request-Id")
-	clear(h)
-	if rid != "" {
-		h.Set("X-Request-Id", rid)
+	for _, k := range dropOnRefuse {
+		h.Del(k)
 	}
 	inner := &statusWriter{ResponseWriter: w.ResponseWriter}
 	Error(inner, w.r, err)
-	w.status, w.bytes, w.wrote, w.refused = inner.status, inner.bytes, true, true
+	w.status, w.bytes = inner.status, inner.bytes
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -31,9 +31,10 @@ import (
 // of the pool records in its request's ReadMark the last batch sent to
 // COMMIT when it ran, and the answer waits for that batch only: a write's
 // answer, whose own batch is durable once Update returns, does not wait
-// for the batches committed after it. Webhook deliveries and provider
-// calls follow a write of their own (the claim of the delivery, the
-// attempt recorded before the call), so they leave durable state only.
+// for the batches committed after it. A webhook delivery and a provider
+// call made after a read wait the same way (internal/webhook,
+// internal/xaalis); the other provider calls follow a command of their
+// own.
 
 // syncer makes the writer's commits durable, in order, and releases
 // their answers.
@@ -53,13 +54,17 @@ type syncer struct {
 	mu    sync.Mutex
 	queue []syncBatch // committed, waiting for their fdatasync
 	// round is closed when a sync round ends, then replaced: Durable's
-	// waiters wake and look again.
+	// waiters and a throttled writer wake and look again.
 	round chan struct{}
-	// failedThrough is the last batch of the last round whose fdatasync
-	// failed, failure its error: a waiter for a batch up to it gets the
-	// error unless a later round made it durable.
-	failedThrough uint64
-	failure       error
+	// broken is the error of an fdatasync that failed. It stays: Linux
+	// may have dropped the pages it could not write and marked them
+	// clean, so a later fdatasync that succeeds proves nothing of them,
+	// and the WAL's checksum chain would stop at the first lost frame,
+	// taking every later commit with it at recovery. Nothing more is
+	// answered as durable; the server must be restarted.
+	broken error
+	// waiting counts the commands queued here and not yet answered.
+	waiting atomic.Int64
 
 	kick      chan struct{}
 	stop      chan struct{}
@@ -77,6 +82,9 @@ type syncBatch struct {
 	jobs []*job
 	// wake is what the batch's commands asked to wake once durable.
 	wake xaalis.Wakeup
+	// committed: its COMMIT succeeded (once durable, it clears a failure
+	// the readiness probe shows).
+	committed bool
 }
 
 func newSyncer(dbPath string, onDurable func(xaalis.Wakeup), health *writeHealth) *syncer {
@@ -93,14 +101,44 @@ func (y *syncer) next() uint64 { return y.committed.Add(1) }
 func (y *syncer) last() uint64 { return y.committed.Load() }
 
 // add queues a batch's answers behind the fdatasync that covers batch seq.
-func (y *syncer) add(seq uint64, jobs []*job, wake xaalis.Wakeup) {
+func (y *syncer) add(seq uint64, jobs []*job, wake xaalis.Wakeup, committed bool) {
+	y.waiting.Add(int64(len(jobs)))
 	y.mu.Lock()
-	y.queue = append(y.queue, syncBatch{seq: seq, jobs: jobs, wake: wake})
+	y.queue = append(y.queue, syncBatch{seq: seq, jobs: jobs, wake: wake, committed: committed})
 	y.mu.Unlock()
 	select {
 	case y.kick <- struct{}{}:
 	default:
 	}
+}
+
+// throttle holds the writer while more commands wait for their fdatasync
+// than the writer's queue holds: with FULL a slow disk held the writer in
+// its COMMIT, its queue filled and new commands got 503; so it does still.
+func (y *syncer) throttle() {
+	for y.waiting.Load() > queueSize {
+		y.mu.Lock()
+		round := y.round
+		y.mu.Unlock()
+		if y.waiting.Load() <= queueSize {
+			return
+		}
+		select {
+		case <-round:
+		case <-y.done:
+			return
+		}
+	}
+}
+
+// failed returns the error of the fdatasync that failed, if one did.
+func (y *syncer) failed() error {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.broken != nil {
+		return syncFailed(y.broken)
+	}
+	return nil
 }
 
 func (y *syncer) run() {
@@ -127,19 +165,27 @@ func (y *syncer) run() {
 		// Batches are queued in order: the last is the highest. A batch
 		// still inside its COMMIT is not in q, and not counted durable.
 		target := q[len(q)-1].seq
-		var err error
-		synced := target > y.durable.Load()
-		if synced {
+		var okSeq uint64 // the last batch of q that committed
+		for _, b := range q {
+			if b.committed {
+				okSeq = b.seq
+			}
+		}
+		err := y.failed()
+		if err == nil && target > y.durable.Load() {
 			err = y.syncOnce()
 		}
-		y.finish(target, synced, err)
+		y.finish(target, okSeq, err)
 		for _, b := range q {
 			for _, j := range b.jobs {
-				if err != nil && j.err == nil {
+				if err != nil {
+					// Even a command that failed on its own may show rows
+					// of the batches before it: none leaves as durable.
 					j.err = syncFailed(err)
 				}
 				j.done <- struct{}{}
 			}
+			y.waiting.Add(-int64(len(b.jobs)))
 			if err == nil && b.wake != 0 && y.onDurable != nil {
 				y.onDurable(b.wake)
 			}
@@ -157,22 +203,24 @@ func (y *syncer) syncOnce() error {
 }
 
 // finish records the end of a round that made batches up to target
-// durable (err nil) or failed to, and wakes Durable's waiters. A round
-// that synced a new commit clears a failure the readiness probe shows;
-// one that had nothing to sync (its batch failed) leaves it.
-func (y *syncer) finish(target uint64, synced bool, err error) {
+// durable (err nil) or failed to, and wakes Durable's waiters. A durable
+// batch that committed (okSeq) clears a failure the readiness probe shows
+// from before it; a failed fdatasync breaks the syncer for good.
+func (y *syncer) finish(target, okSeq uint64, err error) {
 	y.mu.Lock()
 	defer y.mu.Unlock()
 	if err == nil {
 		if target > y.durable.Load() {
 			y.durable.Store(target)
 		}
-		if synced {
-			y.health.set(nil)
+		if okSeq > 0 {
+			y.health.durable(okSeq)
 		}
 	} else {
-		y.failedThrough, y.failure = target, err
-		y.health.set(err)
+		if y.broken == nil {
+			y.broken = err
+		}
+		y.health.fail(syncFailed(y.broken), ^uint64(0))
 	}
 	close(y.round)
 	y.round = make(chan struct{})
@@ -180,7 +228,8 @@ func (y *syncer) finish(target uint64, synced bool, err error) {
 
 // wait returns once the batches ctx's reads may have seen (its ReadMark),
 // or without one every batch sent to COMMIT before the call, are durable,
-// or with the error of the fdatasync that failed to make one so.
+// or with the error of the fdatasync that failed (after which nothing
+// more is durable).
 func (y *syncer) wait(ctx context.Context) error {
 	target := y.committed.Load()
 	if m := xaalis.ReadMarkOf(ctx); m != nil {
@@ -195,10 +244,10 @@ func (y *syncer) wait(ctx context.Context) error {
 			y.mu.Unlock()
 			return nil
 		}
-		round, failed, failure := y.round, y.failedThrough >= target, y.failure
+		round, broken := y.round, y.broken
 		y.mu.Unlock()
-		if failed {
-			return syncFailed(failure)
+		if broken != nil {
+			return syncFailed(broken)
 		}
 		select {
 		case <-round:
@@ -266,15 +315,16 @@ func (y *syncer) close() {
 	}
 }
 
-// syncFailed is the answer of a command whose batch committed but whose
-// fdatasync failed: the database may keep it or not after a power cut. A
-// retry with the same Idempotency-Key answers what was kept, or runs the
-// command again.
+// syncFailed is the answer of a command, or of a read, once an fdatasync
+// failed: what it did or saw may or may not be on the disk, and the server
+// must be restarted (the database then recovers what is). A retry with
+// the same Idempotency-Key, once restarted, answers what was kept or runs
+// the command again.
 func syncFailed(err error) error {
 	var e *xaalis.Error
 	if errors.As(err, &e) {
 		return err
 	}
-	return &xaalis.Error{Code: xaalis.EServiceUnavailable, RetryAfter: time.Second, Cause: err,
-		Message: "The database could not confirm this request reached the disk. Retry after Retry-After seconds with the same Idempotency-Key: the retry answers what was kept, or runs the request again."}
+	return &xaalis.Error{Code: xaalis.EServiceUnavailable, RetryAfter: 30 * time.Second, Cause: err,
+		Message: "The database could not make its writes durable (an fsync failed): this server takes no more requests until it is restarted. Retry with the same Idempotency-Key."}
 }

@@ -175,12 +175,19 @@ func TestWriterGoesOnDuringSync(t *testing.T) {
 }
 
 // TestSyncFailure fails one fdatasync: its command answers
-// service_unavailable, Durable fails for what it covered, the readiness
-// probe reports the store unready until a later fdatasync succeeds, and
-// the next command goes through.
+// service_unavailable, and so does every later command and every Durable
+// for what it did not cover, and the readiness probe stays failed: after a
+// failed fdatasync Linux may have dropped the pages it could not write, so
+// no later fdatasync can vouch for them (the server must be restarted).
+// What was durable before stays durable.
 func TestSyncFailure(t *testing.T) {
 	s := openTemp(t)
 	ctx := context.Background()
+	if err := s.Update(ctx, setting("before")); err != nil {
+		t.Fatal(err)
+	}
+	readBefore := xaalis.WithReadMark(ctx)
+	readSettingCtx(t, readBefore, s, "before")
 	h := holdSyncs(t, s)
 
 	answered := start(s, "unsynced")
@@ -188,30 +195,24 @@ func TestSyncFailure(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { waited <- s.Durable(ctx) }()
 	h.release <- errors.New("EIO (injected)")
-	err := <-answered
-	var e *xaalis.Error
-	if !errors.As(err, &e) || e.Code != xaalis.EServiceUnavailable {
-		t.Fatalf("a command whose fdatasync failed answered %v, want service_unavailable", err)
+	unavailable := func(what string, err error) {
+		t.Helper()
+		var e *xaalis.Error
+		if !errors.As(err, &e) || e.Code != xaalis.EServiceUnavailable {
+			t.Fatalf("%s = %v, want service_unavailable", what, err)
+		}
 	}
-	if err := <-waited; !errors.As(err, &e) || e.Code != xaalis.EServiceUnavailable {
-		t.Fatalf("Durable over a failed fdatasync = %v, want service_unavailable", err)
+	unavailable("a command whose fdatasync failed", <-answered)
+	unavailable("Durable over a failed fdatasync", <-waited)
+	unavailable("a command after a failed fdatasync", s.Update(ctx, setting("after")))
+	unavailable("Durable after a failed fdatasync", durableNow(s))
+	if err := s.Durable(readBefore); err != nil {
+		t.Fatalf("Durable for a read of what was durable before the failure = %v, want nil", err)
 	}
 	if s.w.health.err() == nil {
 		t.Error("the readiness probe does not see the failed fdatasync")
 	}
-
-	answered = start(s, "after")
-	<-h.entered
-	h.release <- nil
-	if err := <-answered; err != nil {
-		t.Fatalf("the next command: %v", err)
-	}
-	if err := durableNow(s); err != nil {
-		t.Fatalf("Durable after a later fdatasync succeeded = %v", err)
-	}
-	if err := s.w.health.err(); err != nil {
-		t.Errorf("the readiness probe still sees %v after a later fdatasync succeeded", err)
-	}
+	unavailable("the readiness probe", s.Ping(ctx))
 }
 
 // TestReadMark: a request's answer waits for the batches its reads may
@@ -269,5 +270,36 @@ func TestReadSnapshotAtQuery(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatal("a read saw a commit made after its QueryRowContext returned: its snapshot is taken later than the ReadMark assumes")
+	}
+}
+
+// TestCommitFailureKeepsProbeFailed: a batch whose COMMIT fails leaves
+// the readiness probe failed after its round with the syncer; the next
+// batch that commits and becomes durable clears it.
+func TestCommitFailureKeepsProbeFailed(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	err := s.Update(ctx, func(xtx xaalis.Tx) error {
+		tx := xtx.(*Tx).tx
+		// A foreign key checked at COMMIT only: the COMMIT fails.
+		if _, err := tx.ExecContext(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
+			VALUES ('no-such-entry', 1, 'a', 'XOF', 1)`)
+		return err
+	})
+	var e *xaalis.Error
+	if !errors.As(err, &e) || e.Code != xaalis.EServiceUnavailable {
+		t.Fatalf("a batch whose COMMIT failed answered %v, want service_unavailable", err)
+	}
+	if s.w.health.err() == nil {
+		t.Fatal("the readiness probe was cleared by the round of a batch whose COMMIT failed")
+	}
+	if err := s.Update(ctx, setting("next")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.w.health.err(); err != nil {
+		t.Fatalf("the readiness probe still fails after a later batch committed and became durable: %v", err)
 	}
 }

@@ -2,7 +2,7 @@ package sqlite
 
 import (
 	"errors"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -67,21 +67,35 @@ func batchFailed(err error) error {
 		Message: "The database could not commit this request: nothing was written. Retry after Retry-After seconds with the same Idempotency-Key."}
 }
 
-// writeHealth remembers whether the last transaction of the writer failed
-// for want of disk or I/O, for the readiness probe.
-type writeHealth struct{ failed atomic.Pointer[error] }
+// writeHealth remembers the writer's last failure for want of disk or
+// I/O, for the readiness probe, and the batch it came after: only a later
+// batch, committed and made durable, clears it.
+type writeHealth struct {
+	mu     sync.Mutex
+	failed error
+	// at is the last batch sent to COMMIT when it failed.
+	at uint64
+}
 
-func (h *writeHealth) set(err error) {
-	if err == nil {
-		h.failed.Store(nil)
-		return
+// fail records err, which came when batch at was the last sent to COMMIT.
+func (h *writeHealth) fail(err error, at uint64) {
+	h.mu.Lock()
+	h.failed, h.at = err, at
+	h.mu.Unlock()
+}
+
+// durable clears a failure that came before batch seq, which committed
+// and is durable.
+func (h *writeHealth) durable(seq uint64) {
+	h.mu.Lock()
+	if h.failed != nil && seq > h.at {
+		h.failed = nil
 	}
-	h.failed.Store(&err)
+	h.mu.Unlock()
 }
 
 func (h *writeHealth) err() error {
-	if p := h.failed.Load(); p != nil {
-		return *p
-	}
-	return nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failed
 }

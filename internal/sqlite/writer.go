@@ -101,6 +101,9 @@ func (w *writer) do(ctx context.Context, fn func(xaalis.Tx) error) error {
 	if w.closed.Load() {
 		return unavailable(errClosed)
 	}
+	if err := w.sy.failed(); err != nil {
+		return err
+	}
 	j := jobPool.Get().(*job)
 	j.ctx, j.fn, j.raw, j.err = ctx, fn, nil, nil
 	return w.wait(j)
@@ -195,12 +198,15 @@ func (w *writer) run() {
 }
 
 // runAlone runs one job: a raw one on the connection, a command in a
-// transaction of its own.
+// transaction of its own. A raw job may commit (the bench's bulk seed), so
+// its answer too waits for an fsync; it clears no failure of the
+// readiness probe.
 func (w *writer) runAlone(j *job) {
 	if j.raw == nil {
 		w.commit([]*job{j})
 		return
 	}
+	seq := w.sy.next()
 	j.err = func() (err error) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -209,7 +215,7 @@ func (w *writer) runAlone(j *job) {
 		}()
 		return j.raw(connq{c: w.stmts, detach: true})
 	}()
-	j.done <- struct{}{}
+	w.sy.add(seq, []*job{j}, 0, false)
 }
 
 // commit runs a batch in one transaction and releases every answer once
@@ -217,6 +223,7 @@ func (w *writer) runAlone(j *job) {
 func (w *writer) commit(batch []*job) {
 	var wake xaalis.Wakeup
 	var seq uint64 // the batch's number, once sent to COMMIT
+	committed := false
 	q := connq{c: w.stmts, detach: true}
 	box := w.box()
 	ctx := context.Background()
@@ -250,7 +257,7 @@ func (w *writer) commit(batch []*job) {
 				// A lone command is the transaction: no savepoint.
 				if j.err = runJob(j, tx); j.err != nil {
 					if _, bad := unavailableCode(j.err); bad {
-						w.health.set(j.err)
+						w.health.fail(j.err, w.sy.last())
 					}
 					if err := exec(`ROLLBACK`); err != nil {
 						// SQLite already rolled back (a full disk may): the
@@ -267,7 +274,7 @@ func (w *writer) commit(batch []*job) {
 			}
 			if j.err = runJob(j, tx); j.err != nil {
 				if _, bad := unavailableCode(j.err); bad {
-					w.health.set(j.err)
+					w.health.fail(j.err, w.sy.last())
 				}
 				if err := exec(`ROLLBACK TO command`); err != nil {
 					// SQLite rolled the whole transaction back (a full disk
@@ -297,6 +304,7 @@ func (w *writer) commit(batch []*job) {
 		if err := exec(`COMMIT`); err != nil {
 			return w.abort(fmt.Errorf("commit: %w", err))
 		}
+		committed = true
 		w.batches.Add(1)
 		w.commands.Add(int64(len(batch)))
 		return nil
@@ -304,7 +312,8 @@ func (w *writer) commit(batch []*job) {
 	if err != nil {
 		// Nothing of the batch is durable: every command fails with it,
 		// as service_unavailable (a retry with the same key runs again).
-		w.health.set(err)
+		// Only a later batch, durable, clears the readiness probe.
+		w.health.fail(err, w.sy.last())
 		failed := batchFailed(err)
 		for _, j := range batch {
 			j.err = failed
@@ -317,7 +326,10 @@ func (w *writer) commit(batch []*job) {
 	if seq == 0 {
 		seq = w.sy.last()
 	}
-	w.sy.add(seq, slices.Clone(batch), wake)
+	w.sy.add(seq, slices.Clone(batch), wake, committed)
+	// Commands waiting for their fsync count against the queue's bound:
+	// a disk that lags holds the writer, and new commands get 503.
+	w.sy.throttle()
 }
 
 // rollbackFailed is the error of a batch whose rollback, after one of its

@@ -314,6 +314,9 @@ func (d *Dispatcher) deliver(ctx context.Context, dl *xaalis.Delivery) (bool, er
 	log := d.logger().With("delivery", dl.ID, "event", dl.EventID)
 	start := d.now()
 	attempt := &xaalis.Attempt{ID: d.newID(), DeliveryID: dl.ID, AttemptedAt: start}
+	// The event and the endpoint (its URL, its secrets) are read below:
+	// the delivery waits for what those reads saw to be durable.
+	ctx = xaalis.WithReadMark(ctx)
 
 	ev, err := d.Store.EventByID(ctx, dl.EventID)
 	if xaalis.ErrorCode(err) == xaalis.ENotFound {
@@ -339,6 +342,11 @@ func (d *Dispatcher) deliver(ctx context.Context, dl *xaalis.Delivery) (bool, er
 	if err != nil {
 		attempt.ErrorMessage = "payload: " + err.Error()
 		return true, d.record(ctx, dl, attempt, false, true)
+	}
+	if err := d.Store.Durable(ctx); err != nil {
+		// Nothing sent: the lease runs out and the delivery goes again.
+		log.Error("webhook delivery: the database could not make what it read durable", "err", err)
+		return false, err
 	}
 	if err := d.policy.Check(ctx, t.url); err != nil {
 		if rules := Rules(err); len(rules) > 0 {

@@ -695,3 +695,63 @@ func TestDispatcherRunWakesForRetries(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// undurable is a store whose Durable fails while fail is set, and which
+// records the ReadMark each call carries.
+type undurable struct {
+	*sqlite.Store
+	mu    sync.Mutex
+	fail  bool
+	marks []uint64
+}
+
+func (s *undurable) Durable(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := xaalis.ReadMarkOf(ctx); m != nil {
+		s.marks = append(s.marks, m.Seq())
+	} else {
+		s.marks = append(s.marks, 0)
+	}
+	if s.fail {
+		return xaalis.Errorf(xaalis.EServiceUnavailable, "injected: not durable")
+	}
+	return s.Store.Durable(ctx)
+}
+
+// A delivery leaves only once what its attempt read (the event, the
+// endpoint) is durable: while the store cannot say so, nothing is sent and
+// no attempt is recorded (the lease runs out and it goes again); once it
+// can, it is delivered. The wait covers the attempt's own reads (its
+// ReadMark saw them).
+func TestDispatcherWaitsForDurable(t *testing.T) {
+	f := newFixture(t)
+	rcv := newReceiver(t, f.clock, nil)
+	ep := f.endpoint(rcv.srv.URL, xaalis.Format20260601)
+	ev, dl := f.event(ep, ep.URL, xaalis.Format20260601)
+	store := &undurable{Store: f.store, fail: true}
+	d := f.dispatcher()
+	d.Store = store
+	if _, err := d.RunOnce(context.Background(), 10); err == nil {
+		t.Fatal("RunOnce reported no error while the store could not make its reads durable")
+	}
+	if n := len(rcv.requests()); n != 0 {
+		t.Fatalf("%d requests sent while the store could not make the attempt's reads durable", n)
+	}
+	if as := f.attempts(dl.ID); len(as) != 0 {
+		t.Fatalf("attempts recorded: %+v", as)
+	}
+	store.mu.Lock()
+	marks := append([]uint64(nil), store.marks...)
+	store.fail = false
+	store.mu.Unlock()
+	if len(marks) != 1 || marks[0] == 0 {
+		t.Fatalf("Durable calls' read marks = %v, want one, after the attempt's reads", marks)
+	}
+
+	f.clock.Add(time.Hour) // past the lease
+	runOnce(t, d, 1)
+	if got := f.delivery(ev.ID); got.Status != xaalis.DeliverySucceeded || len(rcv.requests()) != 1 {
+		t.Fatalf("delivery %+v after the store became durable, %d requests", got, len(rcv.requests()))
+	}
+}

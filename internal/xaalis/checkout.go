@@ -163,6 +163,10 @@ func (a *App) SubmitOTP(ctx context.Context, id, otp string) (*Transaction, erro
 	if otp == "" || len(otp) > 12 {
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"otp": {"is required"}}}
 	}
+	// The provider hears only of a payment a power cut cannot undo.
+	if err := a.Store.Durable(ctx); err != nil {
+		return nil, err
+	}
 	st, err := a.Gateway.SubmitOTP(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef, otp)
 	if err != nil {
 		return nil, err
@@ -197,6 +201,9 @@ func (a *App) CheckoutCancel(ctx context.Context, id string) (*Transaction, erro
 	}
 	if t.ProviderRef != "" && t.Mode == ModeTest {
 		// The simulated provider hears of it too, as a real one would.
+		if err := a.Store.Durable(ctx); err != nil {
+			return nil, err
+		}
 		if err := a.Gateway.PayerAction(ctx, t.Provider, t.ProviderRef, ProviderCancelled); err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}

@@ -873,6 +873,9 @@ func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transactio
 	if !t.Status.Open() || t.ProviderRef == "" {
 		return a.finish(ctx, t.ID, nil)
 	}
+	if err := a.Store.Durable(ctx); err != nil {
+		return nil, err
+	}
 	st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
 	if err != nil {
 		return nil, err
@@ -1097,6 +1100,10 @@ func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
 		Before: now.Add(-time.Duration(a.Config.ReconcileAfterSeconds) * time.Second)})
 	if err != nil {
 		return 0, fmt.Errorf("due reconciliations: %w", err)
+	}
+	// The provider hears only of payments a power cut cannot undo.
+	if err := a.Store.Durable(ctx); err != nil {
+		return 0, err
 	}
 	changed := 0
 	for _, t := range due {

@@ -185,6 +185,9 @@ type URLChecker func(ctx context.Context, rawURL string) error
 
 // WebhookStore is the part of the Store webhooks need.
 type WebhookStore interface {
+	// Durable returns once what ctx's reads saw is durable (Store.Durable):
+	// a delivery waits for it before it leaves.
+	Durable(ctx context.Context) error
 	WebhookEndpoint(ctx context.Context, merchantID, id string) (*WebhookEndpoint, error)
 	// WebhookEndpoints lists the merchant's endpoints in a mode, not deleted,
 	// oldest first.
