@@ -56,7 +56,7 @@ func prepareFloorFsync(ctx context.Context, env *Env) (*Prepared, error) {
 			return Outcome{Code: "write: " + err.Error()}
 		}
 		off += fsyncBlock
-		if err := fdatasync(f); err != nil {
+		if err := sqlite.Fdatasync(f); err != nil {
 			return Outcome{Code: "fdatasync: " + err.Error()}
 		}
 		return Outcome{OK: true}

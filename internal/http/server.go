@@ -281,15 +281,16 @@ var dropOnRefuse = []string{"Content-Type", "Content-Length", "Content-Dispositi
 // and holds every byte of it until the writes the request's reads may
 // have seen are durable (Store.Durable, with the request's ReadMark): a
 // handler may have read a commit that the database has not yet made
-// durable, and nothing of it may leave before it is. When the database could not make it durable, an answer not
-// started yet is replaced by the 503 that says so; a streamed one stops.
+// durable, and nothing of it may leave before it is. When the database
+// could not make it durable, an answer not started yet is replaced by the
+// 503 that says so; a streamed one stops.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
 	wrote  bool
-	// durable waits for the writes committed so far (nil: no wait); r is
-	// the request, for the 503.
+	// durable waits for what the request's reads saw (Store.Durable; nil:
+	// no wait); r is the request, its context and ReadMark.
 	durable func(context.Context) error
 	r       *http.Request
 	// refused: the handler's answer was replaced; what it writes is dropped.
@@ -331,7 +332,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // errRefused is what a refused answer's writes return.
 var errRefused = errors.New("the answer was refused: what it shows is not durable")
 
-// hold waits until what the database committed so far is durable.
+// hold waits until what the request's reads saw is durable.
 func (w *statusWriter) hold() error {
 	if w.durable == nil {
 		return nil

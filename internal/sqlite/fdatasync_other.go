@@ -4,5 +4,5 @@ package sqlite
 
 import "os"
 
-// fdatasync falls back to fsync where the system has no fdatasync.
-func fdatasync(f *os.File) error { return f.Sync() }
+// Fdatasync falls back to fsync where the system has no fdatasync.
+func Fdatasync(f *os.File) error { return f.Sync() }

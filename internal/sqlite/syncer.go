@@ -40,8 +40,7 @@ import (
 // their answers.
 type syncer struct {
 	wal string
-	// sync makes every write of the WAL durable (syncWAL); hook, when set
-	// (tests), runs in its place and may call it.
+	// hook, when set (tests), runs in place of syncWAL and may call it.
 	hook atomic.Pointer[func(sync func() error) error]
 	f    *os.File // the WAL, opened at the first sync, again if SQLite made a new one
 
@@ -56,13 +55,15 @@ type syncer struct {
 	// round is closed when a sync round ends, then replaced: Durable's
 	// waiters and a throttled writer wake and look again.
 	round chan struct{}
-	// broken is the error of an fdatasync that failed. It stays: Linux
-	// may have dropped the pages it could not write and marked them
-	// clean, so a later fdatasync that succeeds proves nothing of them,
-	// and the WAL's checksum chain would stop at the first lost frame,
-	// taking every later commit with it at recovery. Nothing more is
-	// answered as durable; the server must be restarted.
-	broken error
+	// broken is the error of an fdatasync that failed, set under mu
+	// before the round's channel closes, and read without it by every
+	// command (failed). It stays: Linux may have dropped the pages it
+	// could not write and marked them clean, so a later fdatasync that
+	// succeeds proves nothing of them, and the WAL's checksum chain would
+	// stop at the first lost frame, taking every later commit with it at
+	// recovery. Nothing more is answered as durable; the server must be
+	// restarted.
+	broken atomic.Pointer[error]
 	// waiting counts the commands queued here and not yet answered.
 	waiting atomic.Int64
 
@@ -133,10 +134,8 @@ func (y *syncer) throttle() {
 
 // failed returns the error of the fdatasync that failed, if one did.
 func (y *syncer) failed() error {
-	y.mu.Lock()
-	defer y.mu.Unlock()
-	if y.broken != nil {
-		return syncFailed(y.broken)
+	if p := y.broken.Load(); p != nil {
+		return syncFailed(*p)
 	}
 	return nil
 }
@@ -217,10 +216,8 @@ func (y *syncer) finish(target, okSeq uint64, err error) {
 			y.health.durable(okSeq)
 		}
 	} else {
-		if y.broken == nil {
-			y.broken = err
-		}
-		y.health.fail(syncFailed(y.broken), ^uint64(0))
+		y.broken.CompareAndSwap(nil, &err)
+		y.health.fail(y.failed(), ^uint64(0))
 	}
 	close(y.round)
 	y.round = make(chan struct{})
@@ -244,10 +241,10 @@ func (y *syncer) wait(ctx context.Context) error {
 			y.mu.Unlock()
 			return nil
 		}
-		round, broken := y.round, y.broken
+		round := y.round
 		y.mu.Unlock()
-		if broken != nil {
-			return syncFailed(broken)
+		if err := y.failed(); err != nil {
+			return err
 		}
 		select {
 		case <-round:
@@ -286,7 +283,7 @@ func (y *syncer) syncWAL() error {
 		}
 		y.f = f
 	}
-	if err := fdatasync(y.f); err != nil {
+	if err := Fdatasync(y.f); err != nil {
 		return fmt.Errorf("fdatasync the WAL: %w", err)
 	}
 	return nil

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package bench
-
-import "os"
-
-// fdatasync falls back to fsync where the system has no fdatasync.
-func fdatasync(f *os.File) error { return f.Sync() }
