@@ -205,9 +205,12 @@ func TestWALBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// A lower limit, so that the race detector's slower writes reach it.
+	// A lower limit, so that the race detector's slower writes reach it,
+	// and a shorter poll with it: the WAL may pass the limit by what one
+	// poll lets the writer append (16 MiB in 100 ms on a fast disk).
 	const limit = 4 << 20
 	s.ckpt.limit.Store(limit)
+	s.ckpt.poll.Store(int64(5 * time.Millisecond))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 8 {

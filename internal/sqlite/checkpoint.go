@@ -80,8 +80,10 @@ type checkpointer struct {
 	done chan struct{}
 	// restart runs a RESTART checkpoint on the writer's connection.
 	restart func() error
-	// limit is walLimit; the tests lower it.
-	limit atomic.Int64
+	// limit is walLimit, poll walPoll (nanoseconds); the tests lower
+	// them. The WAL may pass the limit by what the writer appends in one
+	// poll: a test that lowers the limit lowers the poll with it.
+	limit, poll atomic.Int64
 	// copied is the frames the passes copied, restarted the RESTART
 	// checkpoints that succeeded: for the tests.
 	copied, restarted atomic.Int64
@@ -97,13 +99,14 @@ func newCheckpointer(path string, restart func() error) (*checkpointer, error) {
 	db.SetMaxOpenConns(1)
 	c := &checkpointer{db: db, wal: path + "-wal", stop: make(chan struct{}), done: make(chan struct{}), restart: restart}
 	c.limit.Store(walLimit)
+	c.poll.Store(int64(walPoll))
 	go c.run()
 	return c, nil
 }
 
 func (c *checkpointer) run() {
 	defer close(c.done)
-	t := time.NewTicker(walPoll)
+	t := time.NewTimer(time.Duration(c.poll.Load()))
 	defer t.Stop()
 	var last, restarted os.FileInfo
 	var lastPass, retryAt time.Time
@@ -112,6 +115,7 @@ func (c *checkpointer) run() {
 		case <-c.stop:
 			return
 		case <-t.C:
+			t.Reset(time.Duration(c.poll.Load()))
 		}
 		fi, err := os.Stat(c.wal)
 		if err != nil {
