@@ -161,6 +161,48 @@ func TestBalanceAndPayouts(t *testing.T) {
 				t.Fatalf("reserved: %+v", bal)
 			}
 		})
+		// A payout settled in the request's own transaction is written once,
+		// in the state the provider's answer leaves it in: every answer
+		// must leave a stored payout, its ledger entries and its event.
+		t.Run("OKRefusedReleases", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-4",
+				body: payoutBody("po-4", 1000, "channel_a", provider.TestPhoneRefused)}).want(t, 201, "")
+			var p, got txRecord
+			r.data(t, &p)
+			if p.Status != "failed" || p.FailureReason == nil || *p.FailureReason != string(xaalis.EGatewayError) {
+				t.Fatalf("payout the provider refused: %s", r.body)
+			}
+			e.do(call{method: "GET", path: "/v1/payouts/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+			if got.Status != "failed" {
+				t.Fatalf("stored payout: %+v", got)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPayoutFailed {
+				t.Fatalf("events %v", evs)
+			}
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 7880 || bal.Reserved != 1010 {
+				t.Fatalf("after refused payout: %+v", bal)
+			}
+		})
+		t.Run("OKUnknownOutcomeReserves", func(t *testing.T) {
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-5",
+				body: payoutBody("po-5", 1000, "channel_a", provider.TestPhoneUnreachable)}).want(t, 201, "")
+			var p, got txRecord
+			r.data(t, &p)
+			if p.Status != "initiated" || p.FailureReason == nil || *p.FailureReason != string(xaalis.EGatewayUnavailable) {
+				t.Fatalf("payout of unknown outcome: %s", r.body)
+			}
+			e.do(call{method: "GET", path: "/v1/payouts/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+			if got.Status != "initiated" {
+				t.Fatalf("stored payout: %+v", got)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 0 {
+				t.Fatalf("events %v", evs)
+			}
+			if bal := e.balance(t, keys.SecretTest); bal.Available != 6870 || bal.Reserved != 2020 {
+				t.Fatalf("reserved: %+v", bal)
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("OKList", func(t *testing.T) {
 			var list []txRecord
 			e.do(call{method: "GET", path: "/v1/payouts?status=success&provider=channel_a", key: keys.SecretTest}).want(t, 200, "").data(t, &list)

@@ -171,16 +171,22 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 			return err
 		}
 		t.DispatchedAt = &now
-		if err := tx.InsertTransaction(ctx, t); err != nil {
-			return fmt.Errorf("insert payout: %w", err)
+		total := Amount{Minor: t.Amount.Minor + t.Fee.Minor, Currency: cur}
+		if !inTx {
+			if err := tx.InsertTransaction(ctx, t); err != nil {
+				return fmt.Errorf("insert payout: %w", err)
+			}
+			return a.reserve(ctx, tx, t.Mode, m.ID, total, "payout.reserve", "transaction", t.ID)
 		}
-		if err := a.reserve(ctx, tx, t.Mode, m.ID, Amount{Minor: t.Amount.Minor + t.Fee.Minor, Currency: cur},
-			"payout.reserve", "transaction", t.ID); err != nil {
+		// The reservation first: no provider hears of a payout the balance
+		// refuses. The payout is then written once, in the state the
+		// provider's answer leaves it in, as a payment settled at once: no
+		// row inserted initiated and updated in the same transaction, and
+		// its event is its first.
+		if err := a.reserve(ctx, tx, t.Mode, m.ID, total, "payout.reserve", "transaction", t.ID); err != nil {
 			return err
 		}
-		if !inTx {
-			return nil
-		}
+		t.fresh = true
 		res, perr := a.sendPayout(ctx, t)
 		if err := a.applyPayoutIn(ctx, tx, t, &res, perr); err != nil {
 			return err
@@ -282,7 +288,7 @@ func (a *App) applyPayoutIn(ctx context.Context, tx Tx, t *Transaction, res *Pay
 		// provider again later with the same reference.
 		t.FailureReason = string(ErrorCode(perr))
 		t.UpdatedAt = a.now()
-		return tx.UpdateTransaction(ctx, t)
+		return a.save(ctx, tx, t)
 	case res != nil:
 		if res.ProviderRef != "" {
 			t.ProviderRef = res.ProviderRef
@@ -326,11 +332,24 @@ func (a *App) settlePayout(ctx context.Context, tx Tx, t *Transaction, state Pro
 	default:
 		if t.Status == StatusInitiated {
 			t.Status, t.FailureReason, t.UpdatedAt = StatusPending, "", a.now()
-			return tx.UpdateTransaction(ctx, t)
 		}
+		return a.save(ctx, tx, t)
+	}
+	return a.move(ctx, tx, t, to, ev, reason, func() error { return a.save(ctx, tx, t) })
+}
+
+// save writes a payout: inserted when the transaction at hand creates it
+// (fresh: written once, after its provider's answer in this process),
+// updated otherwise. Every branch of applyPayoutIn with an answer or an
+// error ends in it, so a fresh payout is always written.
+func (a *App) save(ctx context.Context, tx Tx, t *Transaction) error {
+	if !t.fresh {
 		return tx.UpdateTransaction(ctx, t)
 	}
-	return a.transition(ctx, tx, t, to, ev, reason)
+	if err := tx.InsertTransaction(ctx, t); err != nil {
+		return fmt.Errorf("insert %s: %w", t.Type, err)
+	}
+	return nil
 }
 
 // Payouts lists the merchant's payouts in the key's mode.
