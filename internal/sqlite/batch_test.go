@@ -174,7 +174,7 @@ func TestBatchFailingCommand(t *testing.T) {
 
 // TestCheckpointer: the writer never checkpoints (wal_autocheckpoint is
 // 0); the checkpointer copies the WAL's frames into the database file
-// within a pass or two.
+// within a pass or two, and starts their writing to the disk.
 func TestCheckpointer(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
@@ -189,6 +189,14 @@ func TestCheckpointer(t *testing.T) {
 	for deadline := time.Now().Add(5 * checkpointEvery); s.ckpt.copied.Load() == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no frame checkpointed")
+		}
+	}
+	// Each pass then starts the writing of what it copied (writeBack), so
+	// that the RESTART's fsync, on the writer's connection, finds little
+	// left to write.
+	for deadline := time.Now().Add(5 * time.Second); s.ckpt.writebacks.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no writeback started after a pass")
 		}
 	}
 }
