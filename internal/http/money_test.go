@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,45 +165,38 @@ func TestBalanceAndPayouts(t *testing.T) {
 		// A payout settled in the request's own transaction is written once,
 		// in the state the provider's answer leaves it in: every answer
 		// must leave a stored payout, its ledger entries and its event.
-		t.Run("OKRefusedReleases", func(t *testing.T) {
-			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-4",
-				body: payoutBody("po-4", 1000, "channel_a", provider.TestPhoneRefused)}).want(t, 201, "")
-			var p, got txRecord
-			r.data(t, &p)
-			if p.Status != "failed" || p.FailureReason == nil || *p.FailureReason != string(xaalis.EGatewayError) {
-				t.Fatalf("payout the provider refused: %s", r.body)
-			}
-			e.do(call{method: "GET", path: "/v1/payouts/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
-			if got.Status != "failed" {
-				t.Fatalf("stored payout: %+v", got)
-			}
-			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPayoutFailed {
-				t.Fatalf("events %v", evs)
-			}
-			if bal := e.balance(t, keys.SecretTest); bal.Available != 7880 || bal.Reserved != 1010 {
-				t.Fatalf("after refused payout: %+v", bal)
-			}
-		})
-		t.Run("OKUnknownOutcomeReserves", func(t *testing.T) {
-			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "po-5",
-				body: payoutBody("po-5", 1000, "channel_a", provider.TestPhoneUnreachable)}).want(t, 201, "")
-			var p, got txRecord
-			r.data(t, &p)
-			if p.Status != "initiated" || p.FailureReason == nil || *p.FailureReason != string(xaalis.EGatewayUnavailable) {
-				t.Fatalf("payout of unknown outcome: %s", r.body)
-			}
-			e.do(call{method: "GET", path: "/v1/payouts/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
-			if got.Status != "initiated" {
-				t.Fatalf("stored payout: %+v", got)
-			}
-			if evs := e.events(t, p.ID); len(evs) != 0 {
-				t.Fatalf("events %v", evs)
-			}
-			if bal := e.balance(t, keys.SecretTest); bal.Available != 6870 || bal.Reserved != 2020 {
-				t.Fatalf("reserved: %+v", bal)
-			}
-			e.ledgerOK(t)
-		})
+		for _, c := range []struct {
+			name, idem, phone, status string
+			reason                    xaalis.Code
+			events                    []string
+			available, reserved       float64
+		}{
+			{"OKRefusedReleases", "po-4", provider.TestPhoneRefused, "failed", xaalis.EGatewayError,
+				[]string{xaalis.EventPayoutFailed}, 7880, 1010},
+			{"OKUnknownOutcomeReserves", "po-5", provider.TestPhoneUnreachable, "initiated", xaalis.EGatewayUnavailable,
+				nil, 6870, 2020},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: c.idem,
+					body: payoutBody(c.idem, 1000, "channel_a", c.phone)}).want(t, 201, "")
+				var p, got txRecord
+				r.data(t, &p)
+				if p.Status != c.status || p.FailureReason == nil || *p.FailureReason != string(c.reason) {
+					t.Fatalf("payout: %s", r.body)
+				}
+				e.do(call{method: "GET", path: "/v1/payouts/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+				if got.Status != c.status {
+					t.Fatalf("stored payout: %+v", got)
+				}
+				if evs := e.events(t, p.ID); !slices.Equal(evs, c.events) {
+					t.Fatalf("events %v, want %v", evs, c.events)
+				}
+				if bal := e.balance(t, keys.SecretTest); bal.Available != c.available || bal.Reserved != c.reserved {
+					t.Fatalf("balance: %+v", bal)
+				}
+				e.ledgerOK(t)
+			})
+		}
 		t.Run("OKList", func(t *testing.T) {
 			var list []txRecord
 			e.do(call{method: "GET", path: "/v1/payouts?status=success&provider=channel_a", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
