@@ -257,7 +257,6 @@ func (r *headerRecorder) Header() http.Header         { return r.h }
 func (r *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *headerRecorder) WriteHeader(s int)           { r.status = s }
 
-// statusWriter remembers the status and size of a response.
 // readsNothing are the routes whose answers show nothing of the database:
 // they need not wait for its writes to be durable (statusWriter), and the
 // probes must answer whatever the disk does (/readyz reads the database's
