@@ -29,10 +29,12 @@ func openTemp(t *testing.T) *Store {
 // TestBatchFailingCommand holds the writer while four commands queue, so
 // that they run in one batch: the ones that succeed commit, a constraint
 // violation and a refusal each get their own error, and nothing of theirs
-// (rows, stat and volume deltas, Idempotency-Keys counted against the
-// quota) is kept. The quota of 2 keys is exact inside the batch: the last
-// command's key is the second counted, and a key claimed after the batch
-// is the third.
+// (rows, stat and volume deltas, transactions counted, Idempotency-Keys
+// counted against the quota) is kept. The quota of 2 keys is exact inside
+// the batch: the last command's key is the second counted, and a key
+// claimed after the batch is the third. The last command also settles the
+// payment it inserted, on a merchant with no count yet: the lists' counts
+// follow both.
 func TestBatchFailingCommand(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
@@ -69,6 +71,9 @@ func TestBatchFailingCommand(t *testing.T) {
 			if err := xtx.AddVolume(ctx, []string{"test:" + name, "test:all"}, day, 100); err != nil {
 				return err
 			}
+			if err := xtx.InsertTransaction(ctx, batchPayment(m, name, now)); err != nil {
+				return err
+			}
 			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, x'01')`, name)
 			return err
 		}
@@ -88,7 +93,17 @@ func TestBatchFailingCommand(t *testing.T) {
 			}
 			return refused
 		}},
-		{"last", put("last")},
+		{"last", func(xtx xaalis.Tx) error {
+			if err := put("last")(xtx); err != nil {
+				return err
+			}
+			x, err := xtx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, "last")
+			if err != nil {
+				return err
+			}
+			x.Status = xaalis.StatusSuccess
+			return xtx.UpdateTransaction(ctx, x)
+		}},
 	}
 	errs := make([]error, len(cmds))
 	var wg sync.WaitGroup
@@ -163,12 +178,37 @@ func TestBatchFailingCommand(t *testing.T) {
 	if want := map[string]int64{"test:first": 100, "test:last": 100, "test:all": 200}; fmt.Sprint(volumes) != fmt.Sprint(want) {
 		t.Fatalf("volumes: %v, want %v", volumes, want)
 	}
+	count := func(f xaalis.TxFilter) int {
+		t.Helper()
+		f.MerchantID, f.Mode = m.ID, xaalis.ModeTest
+		_, n, err := s.Transactions(ctx, f, xaalis.PageRequest{Page: 1, PerPage: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if all, initiated, success := count(xaalis.TxFilter{}), count(xaalis.TxFilter{Status: xaalis.StatusInitiated}),
+		count(xaalis.TxFilter{Status: xaalis.StatusSuccess}); all != 2 || initiated != 1 || success != 1 {
+		t.Fatalf("transactions counted: %d, %d initiated, %d success; want 2, 1 and 1", all, initiated, success)
+	}
+	if ps, err := s.CheckLedger(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("ledger check: %v %v", ps, err)
+	}
 	var claimed int
 	if err := s.readDB.QueryRowContext(ctx, `SELECT count FROM idempotency_quota WHERE merchant_id = ?`, m.ID).Scan(&claimed); err != nil || claimed != 2 {
 		t.Fatalf("keys counted against the quota: %d %v, want 2", claimed, err)
 	}
 	if r, err := s.ClaimIdempotency(ctx, claim("after")); err != nil || r.Outcome != xaalis.ClaimQuotaExceeded {
 		t.Fatalf("a third key after the batch: %+v %v, want the quota exceeded", r, err)
+	}
+}
+
+// batchPayment is a payment of m whose merchant_ref is ref.
+func batchPayment(m *xaalis.Merchant, ref string, at time.Time) *xaalis.Transaction {
+	return &xaalis.Transaction{
+		ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: xaalis.TypePayment, Reference: xaalis.NewReference(),
+		MerchantRef: ref, Status: xaalis.StatusInitiated, Amount: xaalis.Units(5000, xaalis.XOF), LimitAmount: 500000,
+		Country: "SN", ExpiresAt: at.Add(30 * time.Minute), CreatedAt: at, UpdatedAt: at,
 	}
 }
 
