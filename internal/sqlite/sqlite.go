@@ -95,6 +95,8 @@ func dsn(path string, write bool) string {
 		// BEGIN IMMEDIATE takes the write lock at the start of a transaction,
 		// so two processes never deadlock upgrading a read lock.
 		q.Set("_txlock", "immediate")
+		// The WAL's frames in one write at each COMMIT (walvfs.go).
+		q.Set("vfs", walVFS)
 	} else {
 		q.Add("_pragma", "query_only(1)")
 	}
@@ -115,6 +117,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create database directory: %w", err)
 		}
+	}
+	if err := registerWALVFS(); err != nil {
+		return nil, err
 	}
 	w, err := sql.Open("sqlite", dsn(path, true))
 	if err != nil {

@@ -1,0 +1,271 @@
+package sqlite
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// The WAL's frames in one write.
+//
+// A COMMIT appends the pages its transaction changed to the WAL, each as a
+// frame: SQLite writes a frame's 24-byte header and its page in two
+// pwrite calls, so a batch of five payments (about 20 frames) made 40
+// system calls, a quarter of the writer's CPU under load. walVFS is the
+// default VFS (unix) with one difference, on the WAL file alone: its
+// writes that follow each other in the file are gathered in memory and
+// go to the file in one write, when the transaction's commit frame (the
+// frame whose header gives the database's size) has been gathered, before
+// the writer's connection does anything else with the file, or when the
+// buffer is full.
+//
+// Nothing reads what is gathered before it is written. Other connections
+// read a frame only once the wal-index publishes it, which SQLite does
+// after the commit frame's write has returned, and so after the gathered
+// frames are in the file; the writer's own connection reads the WAL
+// through xRead, which writes the gathered frames first. A write that
+// fails fails the commit frame's write, and SQLite's COMMIT with it, as a
+// failed pwrite would. Durability is unchanged: the syncer fdatasyncs the
+// WAL once the COMMIT has returned, the frames then in the file.
+
+// walVFS is the name the writer connection opens its database with
+// (dsn's vfs parameter).
+const walVFS = "xaalis-wal"
+
+const (
+	// walFrameHeader is the size of a frame's header: a write of that
+	// size is one (a page is 512 bytes at least, the WAL's header 32).
+	walFrameHeader = 24
+	// walBufferSize bounds what one WAL file gathers: the frames of a
+	// batch of about 30 pages; a bigger transaction writes in steps.
+	// SQLite's unix VFS writes at most 128 KiB - 1 bytes a call (it masks
+	// the length with 0x1ffff), so a bigger write would be cut short.
+	walBufferSize = 124 << 10
+)
+
+var (
+	walOnce sync.Once
+	walErr  error
+	// walBase is the VFS walVFS wraps, walIO the WAL file's methods,
+	// walBaseIO the methods they wrap. Allocated once by SQLite's
+	// allocator (SQLite keeps pointers to them) and never freed.
+	walBase, walIO, walBaseIO uintptr
+
+	walFilesMu sync.Mutex
+	// walFiles is the state of every WAL file opened through walVFS, by
+	// the address of its sqlite3_file.
+	walFiles = map[uintptr]*walFile{}
+
+	// walWrites counts the WAL writes SQLite asked for, walFlushes the
+	// writes made to the file: their ratio is what the gathering saves.
+	walWrites, walFlushes atomic.Int64
+)
+
+// walFile is the gathered writes of one WAL file. SQLite calls a file's
+// methods from one connection at a time, under that connection's mutex.
+type walFile struct {
+	buf uintptr // walBufferSize bytes from SQLite's allocator
+	n   int64   // bytes gathered
+	off int64   // the file offset of buf's first byte
+	// commit is set by the header of a commit frame: the next write, its
+	// page, ends the transaction's frames.
+	commit bool
+}
+
+// registerWALVFS registers walVFS once.
+func registerWALVFS() error {
+	walOnce.Do(func() { walErr = registerWALVFSOnce() })
+	return walErr
+}
+
+func registerWALVFSOnce() error {
+	tls := libc.NewTLS()
+	defer tls.Close()
+	walBase = sqlite3.Xsqlite3_vfs_find(tls, 0)
+	if walBase == 0 {
+		return fmt.Errorf("sqlite: no default VFS")
+	}
+	v := sqlite3.Xsqlite3_malloc64(tls, uint64(unsafe.Sizeof(sqlite3.Tsqlite3_vfs{}))+uint64(len(walVFS))+1)
+	if v == 0 {
+		return fmt.Errorf("sqlite: register %s: out of memory", walVFS)
+	}
+	vfs := (*sqlite3.Tsqlite3_vfs)(ptr(v))
+	*vfs = *(*sqlite3.Tsqlite3_vfs)(ptr(walBase))
+	name := v + unsafe.Sizeof(sqlite3.Tsqlite3_vfs{})
+	copy(unsafe.Slice((*byte)(ptr(name)), len(walVFS)+1), walVFS+"\x00")
+	vfs.FzName, vfs.FpNext = name, 0
+	*(*func(*libc.TLS, uintptr, uintptr, uintptr, int32, uintptr) int32)(unsafe.Pointer(&vfs.FxOpen)) = walOpen
+	if rc := sqlite3.Xsqlite3_vfs_register(tls, v, 0); rc != sqlite3.SQLITE_OK {
+		return fmt.Errorf("sqlite: register %s: code %d", walVFS, rc)
+	}
+	return nil
+}
+
+// ptr turns an address from SQLite's allocator into a pointer. (The
+// address is of memory outside Go's heap, which the garbage collector
+// neither moves nor frees.)
+func ptr(u uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&u)) }
+
+// walOpen opens a file as the default VFS does, and gives a WAL file the
+// methods that gather its writes.
+func walOpen(tls *libc.TLS, _ uintptr, zName uintptr, pFile uintptr, flags int32, pOutFlags uintptr) int32 {
+	base := (*sqlite3.Tsqlite3_vfs)(ptr(walBase))
+	rc := (*(*func(*libc.TLS, uintptr, uintptr, uintptr, int32, uintptr) int32)(unsafe.Pointer(&base.FxOpen)))(tls, walBase, zName, pFile, flags, pOutFlags)
+	if rc != sqlite3.SQLITE_OK || flags&sqlite3.SQLITE_OPEN_WAL == 0 {
+		return rc
+	}
+	f := (*sqlite3.Tsqlite3_file)(ptr(pFile))
+	walFilesMu.Lock()
+	defer walFilesMu.Unlock()
+	if walIO == 0 {
+		if walIO = sqlite3.Xsqlite3_malloc64(tls, uint64(unsafe.Sizeof(sqlite3.Tsqlite3_io_methods{}))); walIO == 0 {
+			return rc // the file works unwrapped
+		}
+		walBaseIO = f.FpMethods
+		io := (*sqlite3.Tsqlite3_io_methods)(ptr(walIO))
+		*io = *(*sqlite3.Tsqlite3_io_methods)(ptr(walBaseIO))
+		*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&io.FxClose)) = walClose
+		*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&io.FxRead)) = walRead
+		*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&io.FxWrite)) = walWrite
+		*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&io.FxTruncate)) = walTruncate
+		*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&io.FxSync)) = walSync
+		*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&io.FxFileSize)) = walFileSize
+		*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&io.FxLock)) = walLock
+		*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&io.FxUnlock)) = walUnlock
+		*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&io.FxFileControl)) = walFileControl
+	}
+	if f.FpMethods != walBaseIO {
+		return rc // another kind of file than the one walIO wraps
+	}
+	buf := sqlite3.Xsqlite3_malloc64(tls, walBufferSize)
+	if buf == 0 {
+		return rc
+	}
+	walFiles[pFile] = &walFile{buf: buf}
+	f.FpMethods = walIO
+	return rc
+}
+
+// wal returns the state of a WAL file opened through walVFS.
+func wal(pFile uintptr) *walFile {
+	walFilesMu.Lock()
+	w := walFiles[pFile]
+	walFilesMu.Unlock()
+	return w
+}
+
+// baseIO is the methods of the default VFS that walIO wraps.
+func baseIO() *sqlite3.Tsqlite3_io_methods { return (*sqlite3.Tsqlite3_io_methods)(ptr(walBaseIO)) }
+
+// flush writes what w gathered to the file.
+func (w *walFile) flush(tls *libc.TLS, pFile uintptr) int32 {
+	if w.n == 0 {
+		return sqlite3.SQLITE_OK
+	}
+	n, off := w.n, w.off
+	w.n = 0
+	walFlushes.Add(1)
+	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, w.buf, int32(n), off)
+}
+
+func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int64) int32 {
+	walWrites.Add(1)
+	w := wal(pFile)
+	src := unsafe.Slice((*byte)(ptr(zBuf)), iAmt)
+	// A write is a frame's header or its page (or the WAL's own header).
+	// The page after a commit frame's header is the transaction's last.
+	last := false
+	if iAmt == walFrameHeader {
+		// Bytes 4-7 of a frame's header: the database's size in pages
+		// after a commit, 0 in any other frame.
+		w.commit = binary.BigEndian.Uint32(src[4:8]) != 0
+	} else {
+		last, w.commit = w.commit, false
+	}
+	if w.n > 0 && iOfst != w.off+w.n || w.n+int64(iAmt) > walBufferSize {
+		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+			return rc
+		}
+	}
+	if int64(iAmt) > walBufferSize {
+		walFlushes.Add(1)
+		return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, zBuf, iAmt, iOfst)
+	}
+	if w.n == 0 {
+		w.off = iOfst
+	}
+	copy(unsafe.Slice((*byte)(ptr(w.buf+uintptr(w.n))), iAmt), src)
+	w.n += int64(iAmt)
+	if last {
+		return w.flush(tls, pFile)
+	}
+	return sqlite3.SQLITE_OK
+}
+
+func walRead(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int64) int32 {
+	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxRead)))(tls, pFile, zBuf, iAmt, iOfst)
+}
+
+func walTruncate(tls *libc.TLS, pFile uintptr, size int64) int32 {
+	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&baseIO().FxTruncate)))(tls, pFile, size)
+}
+
+func walSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
+	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&baseIO().FxSync)))(tls, pFile, flags)
+}
+
+func walFileSize(tls *libc.TLS, pFile uintptr, pSize uintptr) int32 {
+	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&baseIO().FxFileSize)))(tls, pFile, pSize)
+}
+
+func walLock(tls *libc.TLS, pFile uintptr, lock int32) int32 {
+	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&baseIO().FxLock)))(tls, pFile, lock)
+}
+
+func walUnlock(tls *libc.TLS, pFile uintptr, lock int32) int32 {
+	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&baseIO().FxUnlock)))(tls, pFile, lock)
+}
+
+func walFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
+	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&baseIO().FxFileControl)))(tls, pFile, op, pArg)
+}
+
+// walClose writes what the file gathered, closes it, and forgets it.
+func walClose(tls *libc.TLS, pFile uintptr) int32 {
+	walFilesMu.Lock()
+	w := walFiles[pFile]
+	delete(walFiles, pFile)
+	walFilesMu.Unlock()
+	rc := w.flush(tls, pFile)
+	if crc := (*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&baseIO().FxClose)))(tls, pFile); rc == sqlite3.SQLITE_OK {
+		rc = crc
+	}
+	sqlite3.Xsqlite3_free(tls, w.buf)
+	return rc
+}

@@ -1,0 +1,98 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/storetest"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// TestWALGathered: a batch's COMMIT writes its WAL frames (a header and a
+// page each, two writes SQLite asks for) to the file in one write; what it
+// committed is read at once by the read pool, and again after the store
+// is closed and opened.
+func TestWALGathered(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := storetest.NewMerchant(t, s)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.w.direct(ctx, func(querier) error { close(held); <-release; return nil })
+	}()
+	<-held
+	const n = 8
+	writes, flushes, batches := walWrites.Load(), walFlushes.Load(), s.w.batches.Load()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	now := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Update(ctx, func(tx xaalis.Tx) error {
+				return tx.InsertTransaction(ctx, batchPayment(m, "gathered-"+string(rune('a'+i)), now))
+			})
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.w.queue) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands queued, want %d", len(s.w.queue), n)
+		}
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+	}
+	if got := s.w.batches.Load() - batches; got != 1 {
+		t.Fatalf("the commands took %d transactions, want 1 batch", got)
+	}
+	asked, made := walWrites.Load()-writes, walFlushes.Load()-flushes
+	if made != 1 || asked < 2*4 {
+		t.Fatalf("the batch's COMMIT: SQLite asked for %d WAL writes, %d made; want many gathered in 1", asked, made)
+	}
+	t.Logf("one batch of %d payments: %d WAL writes gathered in %d", n, asked, made)
+
+	count := func(s *Store, ref string) int {
+		t.Helper()
+		_, total, err := s.Transactions(ctx, xaalis.TxFilter{MerchantID: m.ID, Mode: xaalis.ModeTest, MerchantRef: ref},
+			xaalis.PageRequest{Page: 1, PerPage: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return total
+	}
+	for i := range n {
+		if got := count(s, "gathered-"+string(rune('a'+i))); got != 1 {
+			t.Fatalf("payment %d read back: %d found", i, got)
+		}
+	}
+	if got := count(s, ""); got != n {
+		t.Fatalf("%d payments listed, want %d", got, n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := count(s, ""); got != n {
+		t.Fatalf("after the store is opened again: %d payments listed, want %d", got, n)
+	}
+	if ps, err := s.CheckLedger(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("ledger check: %v %v", ps, err)
+	}
+}
