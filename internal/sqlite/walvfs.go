@@ -17,12 +17,13 @@ import (
 // frame: SQLite writes a frame's 24-byte header and its page in two
 // pwrite calls, so a batch of five payments (about 20 frames) made 40
 // system calls, a quarter of the writer's CPU under load. walVFS is the
-// default VFS (unix) with one difference, on the WAL file alone: its
-// writes that follow each other in the file are gathered in memory and
-// go to the file in one write, when the transaction's commit frame (the
-// frame whose header gives the database's size) has been gathered, before
-// the writer's connection does anything else with the file, or when the
-// buffer is full.
+// default VFS (unix) with one difference, on the WAL file alone: the
+// writes that append to it, each continuing the one before, are gathered
+// in memory and go to the file in one write when the transaction's commit
+// frame (the frame whose header gives the database's size) has been
+// gathered, before the writer's connection does anything else with the
+// file, before a write elsewhere in it, or when the buffer is full. A
+// write elsewhere (SQLite rewriting a frame in place) is not gathered.
 //
 // Nothing reads what is gathered before it is written. Other connections
 // read a frame only once the wal-index publishes it, which SQLite does
@@ -63,7 +64,9 @@ var (
 
 	// walWrites counts the WAL writes SQLite asked for, walFlushes the
 	// writes made to the file: their ratio is what the gathering saves.
-	walWrites, walFlushes atomic.Int64
+	// walRewrites counts the writes SQLite made in place, past the WAL's
+	// header.
+	walWrites, walFlushes, walRewrites atomic.Int64
 )
 
 // walFile is the gathered writes of one WAL file. SQLite calls a file's
@@ -72,8 +75,10 @@ type walFile struct {
 	buf uintptr // walBufferSize bytes from SQLite's allocator
 	n   int64   // bytes gathered
 	off int64   // the file offset of buf's first byte
-	// commit is set by the header of a commit frame: the next write, its
-	// page, ends the transaction's frames.
+	// next is the file offset after the last write (-1 before the first).
+	next int64
+	// commit is set by the appended header of a commit frame: the next
+	// write, its page, ends the transaction's frames.
 	commit bool
 }
 
@@ -146,7 +151,7 @@ func walOpen(tls *libc.TLS, _ uintptr, zName uintptr, pFile uintptr, flags int32
 	if buf == 0 {
 		return rc
 	}
-	walFiles[pFile] = &walFile{buf: buf}
+	walFiles[pFile] = &walFile{buf: buf, next: -1}
 	f.FpMethods = walIO
 	return rc
 }
@@ -177,8 +182,29 @@ func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int6
 	walWrites.Add(1)
 	w := wal(pFile)
 	src := unsafe.Slice((*byte)(ptr(zBuf)), iAmt)
-	// A write is a frame's header or its page (or the WAL's own header).
-	// The page after a commit frame's header is the transaction's last.
+	// Only a write that continues the one before is gathered: the frames
+	// a transaction appends. A write elsewhere goes to the file at once,
+	// after what was gathered: the WAL's header when the log starts over,
+	// and what SQLite rewrites in place (a page a transaction changes
+	// again, the headers whose checksums it then computes again, the last
+	// of which, a commit frame's, no page follows).
+	appends := iOfst == w.next
+	w.next = iOfst + int64(iAmt)
+	if !appends || w.n+int64(iAmt) > walBufferSize {
+		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+			return rc
+		}
+	}
+	if !appends && iOfst > 0 {
+		walRewrites.Add(1)
+	}
+	if !appends || int64(iAmt) > walBufferSize {
+		w.commit = false
+		walFlushes.Add(1)
+		return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, zBuf, iAmt, iOfst)
+	}
+	// An appended write is a frame's header or its page; the page after a
+	// commit frame's header is the transaction's last write.
 	last := false
 	if iAmt == walFrameHeader {
 		// Bytes 4-7 of a frame's header: the database's size in pages
@@ -186,15 +212,6 @@ func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int6
 		w.commit = binary.BigEndian.Uint32(src[4:8]) != 0
 	} else {
 		last, w.commit = w.commit, false
-	}
-	if w.n > 0 && iOfst != w.off+w.n || w.n+int64(iAmt) > walBufferSize {
-		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
-			return rc
-		}
-	}
-	if int64(iAmt) > walBufferSize {
-		walFlushes.Add(1)
-		return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, zBuf, iAmt, iOfst)
 	}
 	if w.n == 0 {
 		w.off = iOfst
