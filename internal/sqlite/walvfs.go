@@ -44,8 +44,8 @@ const (
 	walFrameHeader = 24
 	// walBufferSize bounds what one WAL file gathers: the frames of a
 	// batch of about 30 pages; a bigger transaction writes in steps.
-	// SQLite's unix VFS writes at most 128 KiB - 1 bytes a call (it masks
-	// the length with 0x1ffff), so a bigger write would be cut short.
+	// SQLite's unix VFS masks a write's length with 0x1ffff: a write of
+	// 128 KiB or more would lose its high bits and fail.
 	walBufferSize = 124 << 10
 )
 
@@ -77,8 +77,9 @@ type walFile struct {
 	off int64   // the file offset of buf's first byte
 	// next is the file offset after the last write (-1 before the first).
 	next int64
-	// commit is set by the appended header of a commit frame: the next
-	// write, its page, ends the transaction's frames.
+	// commit is set by the header of a commit frame and cleared by the
+	// header of any other: while it is set, a write goes to the file
+	// before it returns.
 	commit bool
 }
 
@@ -190,35 +191,35 @@ func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int6
 	// of which, a commit frame's, no page follows).
 	appends := iOfst == w.next
 	w.next = iOfst + int64(iAmt)
+	if iAmt == walFrameHeader {
+		// Bytes 4-7 of a frame's header: the database's size in pages
+		// after a commit, 0 in any other frame. From a commit frame's
+		// header on, written here or at once, every write goes to the file
+		// before it returns: the commit frame's page (which SQLite may
+		// write apart from its header, the first frame of a transaction
+		// after a rollback, or after the WAL was opened), and the frames
+		// that pad it to a sector. The next transaction's first frame, not
+		// a commit's, starts gathering again.
+		w.commit = binary.BigEndian.Uint32(src[4:8]) != 0
+	}
+	if !appends && iOfst > 0 {
+		walRewrites.Add(1)
+	}
 	if !appends || w.n+int64(iAmt) > walBufferSize {
 		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
 	}
-	if !appends && iOfst > 0 {
-		walRewrites.Add(1)
-	}
 	if !appends || int64(iAmt) > walBufferSize {
-		w.commit = false
 		walFlushes.Add(1)
 		return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, zBuf, iAmt, iOfst)
-	}
-	// An appended write is a frame's header or its page; the page after a
-	// commit frame's header is the transaction's last write.
-	last := false
-	if iAmt == walFrameHeader {
-		// Bytes 4-7 of a frame's header: the database's size in pages
-		// after a commit, 0 in any other frame.
-		w.commit = binary.BigEndian.Uint32(src[4:8]) != 0
-	} else {
-		last, w.commit = w.commit, false
 	}
 	if w.n == 0 {
 		w.off = iOfst
 	}
 	copy(unsafe.Slice((*byte)(ptr(w.buf+uintptr(w.n))), iAmt), src)
 	w.n += int64(iAmt)
-	if last {
+	if w.commit && iAmt != walFrameHeader {
 		return w.flush(tls, pFile)
 	}
 	return sqlite3.SQLITE_OK
@@ -274,6 +275,8 @@ func walFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 
 }
 
 // walClose writes what the file gathered, closes it, and forgets it.
+// (SQLite ignores xClose's answer; what is left gathered at a close is
+// never a commit's: every commit is written before its COMMIT returns.)
 func walClose(tls *libc.TLS, pFile uintptr) int32 {
 	walFilesMu.Lock()
 	w := walFiles[pFile]

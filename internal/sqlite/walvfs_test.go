@@ -169,3 +169,118 @@ func TestWALCopiedAfterCommit(t *testing.T) {
 		t.Fatalf("the copy holds %d rows, %d rewritten, integrity %q; want %d, 100 and ok", n, zeroed, check, rows)
 	}
 }
+
+// walBuffered is what the WAL files opened through walVFS hold in memory.
+func walBuffered() (n int64) {
+	walFilesMu.Lock()
+	defer walFilesMu.Unlock()
+	for _, w := range walFiles {
+		n += w.n
+	}
+	return n
+}
+
+// openWAL opens path in WAL mode on one connection, through walVFS or the
+// default VFS, with no automatic checkpoint.
+func openWAL(t *testing.T, path string, gather bool) *sql.DB {
+	t.Helper()
+	if err := registerWALVFS(); err != nil {
+		t.Fatal(err)
+	}
+	q := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)"
+	if gather {
+		q += "&vfs=" + walVFS
+	}
+	db, err := sql.Open("sqlite", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestWALFirstCommitElsewhere: a commit whose frames do not continue the
+// WAL's last write (the first after a rolled-back transaction that wrote
+// frames, the first of a connection that opens a WAL holding frames, as
+// after a crash) leaves nothing in memory once it returns; another
+// connection reads it, and so does a copy of the files.
+func TestWALFirstCommitElsewhere(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		// before runs on the gathering connection w before its commit;
+		// other is a connection of the default VFS.
+		before func(t *testing.T, w *sql.Conn, other *sql.DB)
+	}{
+		{"after a rollback", func(t *testing.T, w *sql.Conn, _ *sql.DB) {
+			for _, q := range []string{`PRAGMA cache_size = 4`, `BEGIN`} {
+				if _, err := w.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 40 { // spilled to the WAL before the ROLLBACK
+				if _, err := w.ExecContext(ctx, `INSERT INTO big VALUES (randomblob(3000))`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := w.ExecContext(ctx, `ROLLBACK`); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"first of a connection", func(t *testing.T, _ *sql.Conn, other *sql.DB) {
+			// Frames committed by another connection; w has written none.
+			if _, err := other.ExecContext(ctx, `INSERT INTO big VALUES (randomblob(100))`); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.db")
+			other := openWAL(t, path, false)
+			for _, q := range []string{`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)`, `CREATE TABLE big (x BLOB)`,
+				`INSERT INTO t VALUES (1, 'old')`} {
+				if _, err := other.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w, err := openWAL(t, path, true).Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if _, err := w.ExecContext(ctx, `SELECT count(*) FROM t`); err != nil {
+				t.Fatal(err)
+			}
+			tc.before(t, w, other)
+			if _, err := w.ExecContext(ctx, `UPDATE t SET v = 'new' WHERE id = 1`); err != nil {
+				t.Fatal(err)
+			}
+			if n := walBuffered(); n != 0 {
+				t.Fatalf("%d bytes still in memory after the COMMIT", n)
+			}
+			var v string
+			if err := other.QueryRowContext(ctx, `SELECT v FROM t WHERE id = 1`).Scan(&v); err != nil || v != "new" {
+				t.Fatalf("another connection reads %q, %v; want new", v, err)
+			}
+			copyDir := t.TempDir()
+			for _, suffix := range []string{"", "-wal"} {
+				b, err := os.ReadFile(path + suffix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(copyDir, "x.db"+suffix), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cp := openWAL(t, filepath.Join(copyDir, "x.db"), false)
+			var check string
+			if err := cp.QueryRowContext(ctx, `SELECT v FROM t WHERE id = 1`).Scan(&v); err != nil || v != "new" {
+				t.Fatalf("a copy of the files reads %q, %v; want new", v, err)
+			}
+			if err := cp.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+				t.Fatalf("a copy of the files: integrity %q, %v", check, err)
+			}
+		})
+	}
+}
