@@ -81,6 +81,45 @@ type walFile struct {
 	// header of any other: while it is set, a write goes to the file
 	// before it returns.
 	commit bool
+	// page is the WAL's page size, from its header (0: not read yet, -1:
+	// unknown, and then nothing is gathered). A frame's header is a
+	// 24-byte write where a frame starts: SQLite may also write a page
+	// in two parts, one of which may be 24 bytes long.
+	page int64
+}
+
+// walHeader is the size of the WAL's own header, at its start.
+const walHeader = 32
+
+// pageSize returns the page size the WAL's header gives (-1 if it
+// cannot be read).
+func (w *walFile) pageSize(tls *libc.TLS, pFile uintptr) int64 {
+	if w.page != 0 {
+		return w.page
+	}
+	w.page = -1
+	hdr := sqlite3.Xsqlite3_malloc64(tls, walHeader)
+	if hdr == 0 {
+		return w.page
+	}
+	defer sqlite3.Xsqlite3_free(tls, hdr)
+	if rc := (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxRead)))(tls, pFile, hdr, walHeader, 0); rc == sqlite3.SQLITE_OK {
+		w.page = walPageSize(unsafe.Slice((*byte)(ptr(hdr)), walHeader))
+	}
+	return w.page
+}
+
+// walPageSize reads the page size from a WAL header (bytes 8-11; 1 means
+// 65536), -1 when it is not one SQLite makes.
+func walPageSize(hdr []byte) int64 {
+	p := int64(binary.BigEndian.Uint32(hdr[8:12]))
+	if p == 1 {
+		p = 65536
+	}
+	if p < 512 || p > 65536 || p&(p-1) != 0 {
+		return -1
+	}
+	return p
 }
 
 // registerWALVFS registers walVFS once.
@@ -173,10 +212,15 @@ func (w *walFile) flush(tls *libc.TLS, pFile uintptr) int32 {
 	if w.n == 0 {
 		return sqlite3.SQLITE_OK
 	}
-	n, off := w.n, w.off
-	w.n = 0
 	walFlushes.Add(1)
-	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, w.buf, int32(n), off)
+	rc := (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, w.buf, int32(w.n), w.off)
+	if rc == sqlite3.SQLITE_OK {
+		// Kept on a failure: the next call writes them again, and fails
+		// again while the disk does, where SQLite ignores an error (a
+		// close) as where it does not.
+		w.n = 0
+	}
+	return rc
 }
 
 func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int64) int32 {
@@ -191,7 +235,15 @@ func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int6
 	// of which, a commit frame's, no page follows).
 	appends := iOfst == w.next
 	w.next = iOfst + int64(iAmt)
-	if iAmt == walFrameHeader {
+	if iOfst == 0 && iAmt == walHeader {
+		w.page = walPageSize(src) // the log starts over
+	}
+	page := w.pageSize(tls, pFile)
+	if page < 0 {
+		appends = false // nothing gathered
+	}
+	header := iAmt == walFrameHeader && page > 0 && iOfst >= walHeader && (iOfst-walHeader)%(page+walFrameHeader) == 0
+	if header {
 		// Bytes 4-7 of a frame's header: the database's size in pages
 		// after a commit, 0 in any other frame. From a commit frame's
 		// header on, written here or at once, every write goes to the file
@@ -219,7 +271,7 @@ func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int6
 	}
 	copy(unsafe.Slice((*byte)(ptr(w.buf+uintptr(w.n))), iAmt), src)
 	w.n += int64(iAmt)
-	if w.commit && iAmt != walFrameHeader {
+	if w.commit && !header {
 		return w.flush(tls, pFile)
 	}
 	return sqlite3.SQLITE_OK

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -282,5 +283,58 @@ func TestWALFirstCommitElsewhere(t *testing.T) {
 				t.Fatalf("a copy of the files: integrity %q, %v", check, err)
 			}
 		})
+	}
+}
+
+// TestWALSectorPadding: with synchronous=FULL and psow=0 SQLite pads each
+// commit to a sector with copies of its commit frame, and writes the page
+// that crosses the sector's end in two parts; one part may be 24 bytes
+// long, a frame header's size, with zeros where a header gives the
+// database's size. Only a 24-byte write where a frame starts is a header:
+// every commit is in the file once it returns, and another connection
+// reads it. (The writer runs NORMAL with psow on, and never pads.)
+func TestWALSectorPadding(t *testing.T) {
+	ctx := context.Background()
+	if err := registerWALVFS(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "x.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?psow=0&vfs="+walVFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	other, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	blob := func(i int) []byte {
+		b := bytes.Repeat([]byte{0xab}, 900)
+		b[0] = byte(i)
+		copy(b[880:], []byte{0, 0, 0, 0}) // the page's bytes 1004-1007
+		return b
+	}
+	for _, q := range []string{`PRAGMA page_size = 1024`, `CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB)`,
+		`PRAGMA journal_mode = WAL`, `PRAGMA synchronous = FULL`, `PRAGMA wal_autocheckpoint = 0`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO t VALUES (1, ?)`, blob(0)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 300; i++ {
+		if _, err := db.ExecContext(ctx, `UPDATE t SET b = ? WHERE id = 1`, blob(i)); err != nil {
+			t.Fatal(err)
+		}
+		if n := walBuffered(); n != 0 {
+			t.Fatalf("commit %d: %d bytes still in memory after the COMMIT", i, n)
+		}
+		var got []byte
+		if err := other.QueryRowContext(ctx, `SELECT b FROM t WHERE id = 1`).Scan(&got); err != nil || !bytes.Equal(got, blob(i)) {
+			t.Fatalf("commit %d: another connection reads %d bytes, %v", i, len(got), err)
+		}
 	}
 }
