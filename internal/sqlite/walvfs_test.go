@@ -142,17 +142,7 @@ func TestWALCopiedAfterCommit(t *testing.T) {
 		t.Fatal("the transaction rewrote no frame in place: the test misses what it is for")
 	}
 
-	copyDir := t.TempDir()
-	for _, suffix := range []string{"", "-wal"} {
-		b, err := os.ReadFile(path + suffix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(copyDir, "x.db"+suffix), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(copyDir, "x.db"))
+	db, err := sql.Open("sqlite", "file:"+copyFiles(t, path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +159,24 @@ func TestWALCopiedAfterCommit(t *testing.T) {
 	if n != rows || zeroed != 100 || check != "ok" {
 		t.Fatalf("the copy holds %d rows, %d rewritten, integrity %q; want %d, 100 and ok", n, zeroed, check, rows)
 	}
+}
+
+// copyFiles copies the database at path and its WAL, as they stand in the
+// files, as a crash of the process would leave them, and returns the
+// copy's path.
+func copyFiles(t *testing.T, path string) string {
+	t.Helper()
+	to := filepath.Join(t.TempDir(), "x.db")
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(path + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return to
 }
 
 // walBuffered is what the WAL files opened through walVFS hold in memory.
@@ -264,17 +272,7 @@ func TestWALFirstCommitElsewhere(t *testing.T) {
 			if err := other.QueryRowContext(ctx, `SELECT v FROM t WHERE id = 1`).Scan(&v); err != nil || v != "new" {
 				t.Fatalf("another connection reads %q, %v; want new", v, err)
 			}
-			copyDir := t.TempDir()
-			for _, suffix := range []string{"", "-wal"} {
-				b, err := os.ReadFile(path + suffix)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(copyDir, "x.db"+suffix), b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cp := openWAL(t, filepath.Join(copyDir, "x.db"), false)
+			cp := openWAL(t, copyFiles(t, path), false)
 			var check string
 			if err := cp.QueryRowContext(ctx, `SELECT v FROM t WHERE id = 1`).Scan(&v); err != nil || v != "new" {
 				t.Fatalf("a copy of the files reads %q, %v; want new", v, err)
