@@ -40,7 +40,8 @@ const walVFS = "xaalis-wal"
 
 const (
 	// walFrameHeader is the size of a frame's header: a write of that
-	// size is one (a page is 512 bytes at least, the WAL's header 32).
+	// size where a frame starts is one (a page split in two writes may
+	// have a part of that size elsewhere).
 	walFrameHeader = 24
 	// walBufferSize bounds what one WAL file gathers: the frames of a
 	// batch of about 30 pages; a bigger transaction writes in steps.
