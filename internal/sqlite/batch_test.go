@@ -71,7 +71,7 @@ func TestBatchFailingCommand(t *testing.T) {
 			if err := xtx.AddVolume(ctx, []string{"test:" + name, "test:all"}, day, 100); err != nil {
 				return err
 			}
-			if err := xtx.InsertTransaction(ctx, batchPayment(m, name, now)); err != nil {
+			if err := xtx.InsertTransaction(ctx, storetest.NewPayment(m, xaalis.ModeTest, name, now)); err != nil {
 				return err
 			}
 			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, x'01')`, name)
@@ -200,15 +200,6 @@ func TestBatchFailingCommand(t *testing.T) {
 	}
 	if r, err := s.ClaimIdempotency(ctx, claim("after")); err != nil || r.Outcome != xaalis.ClaimQuotaExceeded {
 		t.Fatalf("a third key after the batch: %+v %v, want the quota exceeded", r, err)
-	}
-}
-
-// batchPayment is a payment of m whose merchant_ref is ref.
-func batchPayment(m *xaalis.Merchant, ref string, at time.Time) *xaalis.Transaction {
-	return &xaalis.Transaction{
-		ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: xaalis.TypePayment, Reference: xaalis.NewReference(),
-		MerchantRef: ref, Status: xaalis.StatusInitiated, Amount: xaalis.Units(5000, xaalis.XOF), LimitAmount: 500000,
-		Country: "SN", ExpiresAt: at.Add(30 * time.Minute), CreatedAt: at, UpdatedAt: at,
 	}
 }
 

@@ -104,7 +104,7 @@ func (w *walFile) pageSize(tls *libc.TLS, pFile uintptr) int64 {
 		return w.page
 	}
 	defer sqlite3.Xsqlite3_free(tls, hdr)
-	if rc := (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxRead)))(tls, pFile, hdr, walHeader, 0); rc == sqlite3.SQLITE_OK {
+	if rc := baseRead(tls, pFile, hdr, walHeader, 0); rc == sqlite3.SQLITE_OK {
 		w.page = walPageSize(unsafe.Slice((*byte)(ptr(hdr)), walHeader))
 	}
 	return w.page
@@ -208,13 +208,22 @@ func wal(pFile uintptr) *walFile {
 // baseIO is the methods of the default VFS that walIO wraps.
 func baseIO() *sqlite3.Tsqlite3_io_methods { return (*sqlite3.Tsqlite3_io_methods)(ptr(walBaseIO)) }
 
+// baseWrite and baseRead are the default VFS's xWrite and xRead.
+func baseWrite(tls *libc.TLS, pFile, buf uintptr, n int32, off int64) int32 {
+	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, buf, n, off)
+}
+
+func baseRead(tls *libc.TLS, pFile, buf uintptr, n int32, off int64) int32 {
+	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxRead)))(tls, pFile, buf, n, off)
+}
+
 // flush writes what w gathered to the file.
 func (w *walFile) flush(tls *libc.TLS, pFile uintptr) int32 {
 	if w.n == 0 {
 		return sqlite3.SQLITE_OK
 	}
 	walFlushes.Add(1)
-	rc := (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, w.buf, int32(w.n), w.off)
+	rc := baseWrite(tls, pFile, w.buf, int32(w.n), w.off)
 	if rc == sqlite3.SQLITE_OK {
 		// Kept on a failure: the next call writes them again, and fails
 		// again while the disk does, where SQLite ignores an error (a
@@ -265,7 +274,7 @@ func walWrite(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int6
 	}
 	if !appends || int64(iAmt) > walBufferSize {
 		walFlushes.Add(1)
-		return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxWrite)))(tls, pFile, zBuf, iAmt, iOfst)
+		return baseWrite(tls, pFile, zBuf, iAmt, iOfst)
 	}
 	if w.n == 0 {
 		w.off = iOfst
@@ -282,7 +291,7 @@ func walRead(tls *libc.TLS, pFile uintptr, zBuf uintptr, iAmt int32, iOfst int64
 	if rc := wal(pFile).flush(tls, pFile); rc != sqlite3.SQLITE_OK {
 		return rc
 	}
-	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&baseIO().FxRead)))(tls, pFile, zBuf, iAmt, iOfst)
+	return baseRead(tls, pFile, zBuf, iAmt, iOfst)
 }
 
 func walTruncate(tls *libc.TLS, pFile uintptr, size int64) int32 {

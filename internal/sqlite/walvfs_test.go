@@ -43,7 +43,7 @@ func TestWALGathered(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs[i] = s.Update(ctx, func(tx xaalis.Tx) error {
-				return tx.InsertTransaction(ctx, batchPayment(m, "gathered-"+string(rune('a'+i)), now))
+				return tx.InsertTransaction(ctx, storetest.NewPayment(m, xaalis.ModeTest, "gathered-"+string(rune('a'+i)), now))
 			})
 		}()
 	}

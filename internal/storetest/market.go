@@ -31,7 +31,7 @@ func insertDispute(t testing.TB, s xaalis.Store, d *xaalis.Dispute) {
 // storedPayment inserts a successful payment of m and returns it.
 func storedPayment(t *testing.T, s xaalis.Store, m *xaalis.Merchant, mode xaalis.Mode, at time.Time) *xaalis.Transaction {
 	t.Helper()
-	x := newPayment(m, mode, "", at)
+	x := NewPayment(m, mode, "", at)
 	x.Status = xaalis.StatusSuccess
 	insertTx(t, s, x)
 	return x

@@ -461,7 +461,7 @@ func LedgerCorruption(t *testing.T, s xaalis.Store, exec func(query string) erro
 	)
 	// A cached count of transactions (a list's total_count) that is not
 	// the rows': one payment, counted three times.
-	insertTx(t, s, newPayment(m, xaalis.ModeTest, "counted", t0))
+	insertTx(t, s, NewPayment(m, xaalis.ModeTest, "counted", t0))
 	run(`UPDATE transaction_counts SET n = n + 2 WHERE merchant_id = '` + m.ID + `' AND n = 1`)
 	check(
 		ledger.Problem{Kind: "balance_mismatch", Account: "test:ghost", Currency: "XOF", Cached: 5},
@@ -484,7 +484,7 @@ func newChild(m *xaalis.Merchant, mode xaalis.Mode, typ xaalis.TxType, parentID 
 func testTransactionMoneyColumns(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	p := newPayment(m, xaalis.ModeTest, "order-1", t0)
+	p := NewPayment(m, xaalis.ModeTest, "order-1", t0)
 	insertTx(t, s, p)
 	got, err := s.Transaction(ctx, m.ID, p.ID)
 	if err != nil || got.ParentID != "" || got.Fee != (xaalis.Amount{}) || got.IdempotencyKey != "" || got.Description != "" ||
@@ -527,7 +527,7 @@ func testTransactionMoneyColumns(t *testing.T, s xaalis.Store) {
 func testRefundedAmount(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	p, q := newPayment(m, xaalis.ModeTest, "p", t0), newPayment(m, xaalis.ModeTest, "q", t0)
+	p, q := NewPayment(m, xaalis.ModeTest, "p", t0), NewPayment(m, xaalis.ModeTest, "q", t0)
 	insertTx(t, s, p)
 	insertTx(t, s, q)
 	minor := int64(100)
@@ -597,7 +597,7 @@ func testTransactionByIdempotencyKey(t *testing.T, s xaalis.Store) {
 func testDueDispatch(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	p := newPayment(m, xaalis.ModeTest, "", t0.Add(-3*time.Hour)) // initiated: expired, not dispatched
+	p := NewPayment(m, xaalis.ModeTest, "", t0.Add(-3*time.Hour)) // initiated: expired, not dispatched
 	insertTx(t, s, p)
 	mk := func(typ xaalis.TxType, st xaalis.Status, created time.Time, dispatched *time.Time) *xaalis.Transaction {
 		parent := ""

@@ -182,13 +182,13 @@ func testJobsDue(t *testing.T, s xaalis.Store) {
 	m := NewMerchant(t, s)
 	// expire: two open payments past expiry, one not yet.
 	for _, exp := range []time.Duration{-3 * time.Hour, -time.Hour, time.Hour} {
-		x := newPayment(m, xaalis.ModeTest, "", now.Add(-4*time.Hour))
+		x := NewPayment(m, xaalis.ModeTest, "", now.Add(-4*time.Hour))
 		x.ExpiresAt = now.Add(exp)
 		insertTx(t, s, x)
 	}
 	// reconcile: a pending payment with a provider reference polled 10
 	// minutes ago.
-	p := newPayment(m, xaalis.ModeLive, "", now.Add(-time.Hour))
+	p := NewPayment(m, xaalis.ModeLive, "", now.Add(-time.Hour))
 	p.Status, p.Provider, p.ProviderRef, p.ExpiresAt = xaalis.StatusPending, "channel_a", "col_1", now.Add(time.Hour)
 	polled := now.Add(-10 * time.Minute)
 	p.ReconciledAt = &polled
@@ -426,10 +426,10 @@ func testOpsLists(t *testing.T, s xaalis.Store) {
 
 	// Transactions of any merchant by id, reference, merchant_ref and
 	// payer phone.
-	a := newPayment(ms[0], xaalis.ModeTest, "order-77", t0)
+	a := NewPayment(ms[0], xaalis.ModeTest, "order-77", t0)
 	a.PayerPhone = "+221771234567"
-	b := newPayment(ms[1], xaalis.ModeLive, "order-77", t0.Add(time.Minute))
-	c := newPayment(ms[1], xaalis.ModeLive, "other", t0.Add(2*time.Minute))
+	b := NewPayment(ms[1], xaalis.ModeLive, "order-77", t0.Add(time.Minute))
+	c := NewPayment(ms[1], xaalis.ModeLive, "other", t0.Add(2*time.Minute))
 	c.PayerPhone = "+221771234567"
 	for _, x := range []*xaalis.Transaction{a, b, c} {
 		insertTx(t, s, x)

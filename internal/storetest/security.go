@@ -19,10 +19,10 @@ import (
 func testMerchantRefPerKeyType(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	pub := newPayment(m, xaalis.ModeTest, "order-1002", t0)
+	pub := NewPayment(m, xaalis.ModeTest, "order-1002", t0)
 	pub.KeyType = xaalis.KeyPublishable
 	insertTx(t, s, pub)
-	sec := newPayment(m, xaalis.ModeTest, "order-1002", t0.Add(time.Second))
+	sec := NewPayment(m, xaalis.ModeTest, "order-1002", t0.Add(time.Second))
 	insertTx(t, s, sec)
 	if got, err := s.Transaction(ctx, m.ID, sec.ID); err != nil || got.KeyType != xaalis.KeySecret {
 		t.Fatalf("secret payment: %+v, %v", got, err)
@@ -30,7 +30,7 @@ func testMerchantRefPerKeyType(t *testing.T, s xaalis.Store) {
 	if got, err := s.Transaction(ctx, m.ID, pub.ID); err != nil || got.KeyType != xaalis.KeyPublishable || !got.Publishable() {
 		t.Fatalf("publishable payment: %+v, %v", got, err)
 	}
-	dup := newPayment(m, xaalis.ModeTest, "order-1002", t0)
+	dup := NewPayment(m, xaalis.ModeTest, "order-1002", t0)
 	dup.KeyType = xaalis.KeyPublishable
 	err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, dup) })
 	if !errors.Is(err, xaalis.ErrDuplicateMerchantRef) {

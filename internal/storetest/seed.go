@@ -157,7 +157,7 @@ func testSeedPayments(t *testing.T, s xaalis.Store) {
 	wantClean(t, s)
 
 	// A payment written the ordinary way afterwards.
-	x := newPayment(m, xaalis.ModeTest, "after-seed", t0)
+	x := NewPayment(m, xaalis.ModeTest, "after-seed", t0)
 	x.Status, x.Provider, x.PayerPhone = xaalis.StatusSuccess, "channel_a", payer
 	x.Fee = xaalis.Units(10, xaalis.XOF)
 	err = s.Update(ctx, func(tx xaalis.Tx) error {

@@ -11,8 +11,9 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// newPayment builds a payment of merchant m, not yet stored.
-func newPayment(m *xaalis.Merchant, mode xaalis.Mode, ref string, at time.Time) *xaalis.Transaction {
+// NewPayment builds a payment of merchant m in mode, initiated, whose
+// merchant_ref is ref, not yet stored.
+func NewPayment(m *xaalis.Merchant, mode xaalis.Mode, ref string, at time.Time) *xaalis.Transaction {
 	return &xaalis.Transaction{
 		ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: mode, Type: xaalis.TypePayment, Reference: xaalis.NewReference(),
 		MerchantRef: ref, Status: xaalis.StatusInitiated, Amount: xaalis.Units(5000, xaalis.XOF), LimitAmount: 500000,
@@ -32,7 +33,7 @@ func insertTx(t *testing.T, s xaalis.Store, x *xaalis.Transaction) {
 func testTransaction(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	x := newPayment(m, xaalis.ModeTest, "order-1", t0)
+	x := NewPayment(m, xaalis.ModeTest, "order-1", t0)
 	x.SettlementAmount = &xaalis.Amount{Minor: 762, Currency: xaalis.EUR}
 	x.ExchangeRate = "0.001524"
 	insertTx(t, s, x)
@@ -54,7 +55,7 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 		t.Fatalf("another merchant's transaction: %v", err)
 	}
 	// merchant_ref is unique per merchant and mode.
-	dup := newPayment(m, xaalis.ModeTest, "order-1", t0)
+	dup := NewPayment(m, xaalis.ModeTest, "order-1", t0)
 	err = s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, dup) })
 	if !errors.Is(err, xaalis.ErrDuplicateMerchantRef) {
 		t.Fatalf("duplicate merchant_ref: %v", err)
@@ -62,7 +63,7 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 	// A backend may send the insert with a later statement (PostgreSQL
 	// queues it): the taken merchant_ref is told wherever it surfaces,
 	// and nothing of the transaction stays.
-	dup2 := newPayment(m, xaalis.ModeTest, "order-1", t0)
+	dup2 := NewPayment(m, xaalis.ModeTest, "order-1", t0)
 	err = s.Update(ctx, func(tx xaalis.Tx) error {
 		if err := tx.InsertTransaction(ctx, dup2); err != nil {
 			return err
@@ -78,8 +79,8 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 			t.Fatalf("the refused duplicate %s was stored: %v", id, err)
 		}
 	}
-	insertTx(t, s, newPayment(m, xaalis.ModeLive, "order-1", t0))
-	insertTx(t, s, newPayment(other, xaalis.ModeTest, "order-1", t0))
+	insertTx(t, s, NewPayment(m, xaalis.ModeLive, "order-1", t0))
+	insertTx(t, s, NewPayment(other, xaalis.ModeTest, "order-1", t0))
 
 	for _, key := range []string{x.ID, x.Reference, "order-1"} {
 		list, err := s.LookupTransactions(ctx, m.ID, key)
@@ -151,13 +152,13 @@ func testTransactionList(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
 	for i := range 6 {
-		x := newPayment(m, xaalis.ModeTest, fmt.Sprint("o-", i), t0.Add(time.Duration(i)*time.Hour))
+		x := NewPayment(m, xaalis.ModeTest, fmt.Sprint("o-", i), t0.Add(time.Duration(i)*time.Hour))
 		if i%2 == 0 {
 			x.Status, x.Provider = xaalis.StatusPending, "channel_a"
 		}
 		insertTx(t, s, x)
 	}
-	insertTx(t, s, newPayment(m, xaalis.ModeLive, "live", t0))
+	insertTx(t, s, NewPayment(m, xaalis.ModeLive, "live", t0))
 	from, to := t0.Add(time.Hour), t0.Add(4*time.Hour)
 	for _, c := range []struct {
 		f    xaalis.TxFilter
@@ -218,7 +219,7 @@ func testDueAndVolume(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
 	mk := func(ref string, st xaalis.Status, created time.Time, phone string) *xaalis.Transaction {
-		x := newPayment(m, xaalis.ModeTest, ref, created)
+		x := NewPayment(m, xaalis.ModeTest, ref, created)
 		x.Status, x.PayerPhone = st, phone
 		if st == xaalis.StatusPending {
 			x.Provider, x.ProviderRef = "channel_a", "p-"+ref
@@ -342,7 +343,7 @@ func testDueAndVolume(t *testing.T, s xaalis.Store) {
 func testEvents(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)
-	x := newPayment(m, xaalis.ModeTest, "ev", t0)
+	x := NewPayment(m, xaalis.ModeTest, "ev", t0)
 	insertTx(t, s, x)
 	for i, typ := range []string{"payment.success", "payment.refunded"} {
 		e := &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: typ, ObjectType: "transaction",
@@ -361,7 +362,7 @@ func testEvents(t *testing.T, s xaalis.Store) {
 
 	// An object's first event, in the transaction that creates it, is
 	// numbered 1 without a look at the object's events.
-	y := newPayment(m, xaalis.ModeTest, "ev-first", t0)
+	y := NewPayment(m, xaalis.ModeTest, "ev-first", t0)
 	ey := &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: "payment.success",
 		ObjectType: "transaction", ObjectID: y.ID, Data: []byte(`{"first":true}`), CreatedAt: t0, First: true}
 	if err := s.Update(ctx, func(tx xaalis.Tx) error {
@@ -379,7 +380,7 @@ func testEvents(t *testing.T, s xaalis.Store) {
 	// First for an object that has events is a broken promise: the
 	// transaction fails, and nothing of it is kept (the payment inserted
 	// with it neither).
-	z := newPayment(m, xaalis.ModeTest, "ev-wrong-first", t0)
+	z := NewPayment(m, xaalis.ModeTest, "ev-wrong-first", t0)
 	wrong := &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Type: "payment.failed",
 		ObjectType: "transaction", ObjectID: x.ID, Data: []byte(`{}`), CreatedAt: t0, First: true}
 	if err := s.Update(ctx, func(tx xaalis.Tx) error {
