@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"io/fs"
 	"os"
 	"testing"
@@ -43,7 +42,7 @@ func (s *Store) DumpRaw(ctx context.Context) ([]byte, error) {
 // so that a test can leave data as an older release did before the next
 // migration runs.
 func MigrateTo(ctx context.Context, path string, version int64) error {
-	db, err := sql.Open("sqlite", dsn(path, true))
+	db, err := openWriter(path)
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,15 @@ func URIPath(path string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
+// openWriter opens the writer's pool on the database at path, through
+// walVFS, which it registers first.
+func openWriter(path string) (*sql.DB, error) {
+	if err := registerWALVFS(); err != nil {
+		return nil, err
+	}
+	return sql.Open("sqlite", dsn(path, true))
+}
+
 // Open opens (creating if need be) the database at path and applies the
 // migrations.
 func Open(ctx context.Context, path string) (*Store, error) {
@@ -118,10 +127,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("create database directory: %w", err)
 		}
 	}
-	if err := registerWALVFS(); err != nil {
-		return nil, err
-	}
-	w, err := sql.Open("sqlite", dsn(path, true))
+	w, err := openWriter(path)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
