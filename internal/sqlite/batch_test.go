@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xaalis/xaalis/internal/ledger"
 	"github.com/xaalis/xaalis/internal/storetest"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -46,14 +47,6 @@ func TestBatchFailingCommand(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// The writer runs a raw job that waits for release.
-	held, release := make(chan struct{}), make(chan struct{})
-	go func() {
-		_ = s.w.direct(ctx, func(querier) error { close(held); <-release; return nil })
-	}()
-	<-held
-	batches := s.w.batches.Load()
-
 	now := time.Now()
 	day := xaalis.VolumeDay(now)
 	claim := func(key string) xaalis.Claim {
@@ -105,24 +98,11 @@ func TestBatchFailingCommand(t *testing.T) {
 			return xtx.UpdateTransaction(ctx, x)
 		}},
 	}
-	errs := make([]error, len(cmds))
-	var wg sync.WaitGroup
-	// Queued one after the other, so the batch runs them in this order.
-	for i, c := range cmds {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = s.Update(ctx, c.fn) }()
-		for deadline := time.Now().Add(10 * time.Second); len(s.w.queue) < i+1; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d commands queued, want %d", len(s.w.queue), i+1)
-			}
-		}
+	var fns []func(xaalis.Tx) error
+	for _, c := range cmds {
+		fns = append(fns, c.fn)
 	}
-	close(release)
-	wg.Wait()
-
-	if got := s.w.batches.Load() - batches; got != 1 {
-		t.Fatalf("the commands took %d transactions, want 1 batch", got)
-	}
+	errs := inOneBatch(t, s, fns...)
 	if errs[0] != nil || errs[3] != nil {
 		t.Fatalf("succeeding commands failed: %v, %v", errs[0], errs[3])
 	}
@@ -200,6 +180,92 @@ func TestBatchFailingCommand(t *testing.T) {
 	}
 	if r, err := s.ClaimIdempotency(ctx, claim("after")); err != nil || r.Outcome != xaalis.ClaimQuotaExceeded {
 		t.Fatalf("a third key after the batch: %+v %v, want the quota exceeded", r, err)
+	}
+}
+
+// inOneBatch holds the writer while it queues fns one after the other,
+// then lets them run: in one batch, in this order. It returns their
+// errors.
+func inOneBatch(t *testing.T, s *Store, fns ...func(xaalis.Tx) error) []error {
+	t.Helper()
+	ctx := context.Background()
+	// The writer runs a raw job that waits for release.
+	held, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.w.direct(ctx, func(querier) error { close(held); <-release; return nil })
+	}()
+	<-held
+	batches := s.w.batches.Load()
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.Update(ctx, fn) }()
+		for deadline := time.Now().Add(10 * time.Second); len(s.w.queue) < i+1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				close(release)
+				t.Fatalf("%d commands queued, want %d", len(s.w.queue), i+1)
+			}
+		}
+	}
+	close(release)
+	wg.Wait()
+	if got := s.w.batches.Load() - batches; got != 1 {
+		t.Fatalf("the commands took %d transactions, want 1 batch", got)
+	}
+	return errs
+}
+
+// TestBatchBalances: a batch sums the balance changes of entries that no
+// balance can refuse (a payment's credit) and writes them before its
+// COMMIT; an entry that may be refused must still see them. The first
+// command credits a merchant's available money; the second debits it,
+// which its check allows only with the credit counted, then fails: its
+// savepoint takes back the credit's write too, and the batch must keep
+// the credit for the third, whose debit leaves 100, so that the fourth's
+// debit of 200 is refused. The balance is then 100 and equals the sum of
+// the postings.
+func TestBatchBalances(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	m := storetest.NewMerchant(t, s)
+	available := ledger.Merchant(string(xaalis.ModeTest), m.ID, ledger.Available)
+	clearing := ledger.Provider(string(xaalis.ModeTest), "channel_a", ledger.Clearing)
+	world := ledger.World(string(xaalis.ModeTest))
+	entry := func(id, from, to string, amount int64) *ledger.Entry {
+		return &ledger.Entry{ID: id, Mode: string(xaalis.ModeTest), MerchantID: m.ID, Kind: "test", RefType: "test", RefID: id,
+			CreatedAt: time.Now(), Postings: []ledger.Posting{
+				{Account: from, Currency: "XOF", Amount: -amount},
+				{Account: to, Currency: "XOF", Amount: amount},
+			}}
+	}
+	failed := errors.New("the command fails after its debit")
+	errs := inOneBatch(t, s,
+		func(xtx xaalis.Tx) error { return xtx.PostEntry(ctx, entry("credit", clearing, available, 1000)) },
+		func(xtx xaalis.Tx) error {
+			if err := xtx.PostEntry(ctx, entry("undone", available, world, 800)); err != nil {
+				return fmt.Errorf("a debit within the credit: %w", err)
+			}
+			return failed
+		},
+		func(xtx xaalis.Tx) error { return xtx.PostEntry(ctx, entry("debit", available, world, 900)) },
+		func(xtx xaalis.Tx) error { return xtx.PostEntry(ctx, entry("refused", available, world, 200)) },
+	)
+	if errs[0] != nil || !errors.Is(errs[1], failed) || errs[2] != nil {
+		t.Fatalf("credit, undone debit, debit: %v; %v; %v", errs[0], errs[1], errs[2])
+	}
+	if !errors.Is(errs[3], ledger.ErrNegative) {
+		t.Fatalf("a debit past the balance: %v, want refused", errs[3])
+	}
+	bs, _, err := s.Balances(ctx, []string{available, clearing, world}, "XOF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs[available] != 100 || bs[clearing] != -1000 || bs[world] != 900 {
+		t.Fatalf("balances %v, want available 100, clearing -1000, world 900", bs)
+	}
+	if ps, err := s.CheckLedger(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("ledger check: %v %v", ps, err)
 	}
 }
 

@@ -55,10 +55,33 @@ func deltas(ps []ledger.Posting) []balanceDelta {
 }
 
 // PostEntry writes a journal entry and its postings and adds them to the
-// cached balances. It runs under a savepoint: on any error nothing of the
-// entry stays written, though the caller still rolls back.
+// cached balances. On any error nothing of the entry stays written, though
+// the caller still rolls back. An entry that no balance can refuse (no
+// debit of a non-negative account, no debit of a merchant's available
+// money without AllowDebt: payments, most status changes) leaves its
+// balance changes to the writer batch, which sums its committed commands'
+// and writes them once before its COMMIT: every payment of a merchant
+// adds to the same rows. An entry that may be refused, or LockBalance,
+// first writes every change still summed (flushBalances), then reads the
+// balances as they stand.
 func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	if err := e.Validate(); err != nil {
+		return err
+	}
+	ds := deltas(e.Postings)
+	if !mayRefuse(e, ds) {
+		if err := t.insertEntry(ctx, e); err != nil {
+			return err
+		}
+		if t.balances == nil {
+			t.balances = balanceBatch{}
+		}
+		for _, d := range ds {
+			t.balances.add(balanceKey{d.account, d.currency}, d.amount, micros(e.CreatedAt))
+		}
+		return nil
+	}
+	if err := t.flushBalances(ctx); err != nil {
 		return err
 	}
 	// The balances first, in one UPDATE of the rows that exist (every
@@ -68,7 +91,6 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	// a row that the CHECK judges whole. (An upsert of every account would
 	// not do: on a conflict the CHECK judges the row proposed for
 	// insertion, the bare delta, not the sum.)
-	ds := deltas(e.Postings)
 	args := make([]any, 0, 1+3*len(ds))
 	args = append(args, micros(e.CreatedAt))
 	for _, d := range ds {
@@ -108,12 +130,17 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	if err != nil {
 		return fmt.Errorf("update balances: %w", err)
 	}
+	return t.insertEntry(ctx, e)
+}
+
+// insertEntry writes an entry and its postings.
+func (t *Tx) insertEntry(ctx context.Context, e *ledger.Entry) error {
 	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID,
 		micros(e.CreatedAt)); err != nil {
 		return fmt.Errorf("insert ledger entry: %w", err)
 	}
-	args = args[:0]
+	args := make([]any, 0, 5*len(e.Postings))
 	for i, p := range e.Postings {
 		args = append(args, e.ID, i+1, p.Account, p.Currency, p.Amount)
 	}
@@ -121,6 +148,106 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 		VALUES `+values(len(e.Postings), 5, ""), args...); err != nil {
 		return fmt.Errorf("insert ledger postings: %w", err)
 	}
+	return nil
+}
+
+// mayRefuse reports whether a balance may refuse an entry: it debits a
+// non-negative account, or a merchant's available money without
+// AllowDebt.
+func mayRefuse(e *ledger.Entry, ds []balanceDelta) bool {
+	for _, d := range ds {
+		if d.amount < 0 && (ledger.NonNegative(d.account) || (ledger.MayOwe(d.account) && !e.AllowDebt)) {
+			return true
+		}
+	}
+	return false
+}
+
+// balanceKey is one cached balance row.
+type balanceKey struct {
+	account, currency string
+}
+
+// balanceChange is what entries add to one cached balance, and the newest
+// entry's time (micros), the row's updated_at.
+type balanceChange struct {
+	amount, at int64
+}
+
+// balanceBatch sums the balance changes of entries that no balance can
+// refuse (PostEntry): a command's, then its writer batch's committed
+// commands'. Only credits of a non-negative account are summed, so a
+// row created holding a sum passes its CHECK.
+type balanceBatch map[balanceKey]balanceChange
+
+func (b balanceBatch) add(k balanceKey, amount, at int64) {
+	c := b[k]
+	c.amount += amount
+	c.at = max(c.at, at)
+	b[k] = c
+}
+
+// merge adds o's changes to b.
+func (b balanceBatch) merge(o balanceBatch) {
+	for k, c := range o {
+		b.add(k, c.amount, c.at)
+	}
+}
+
+// write writes b's changes in (account, currency) order, in statements of
+// up to 100 rows, creating the rows that are missing, and empties b.
+func (b balanceBatch) write(ctx context.Context, q querier) error {
+	keys := make([]balanceKey, 0, len(b))
+	for k := range b {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y balanceKey) int {
+		if c := strings.Compare(x.account, y.account); c != 0 {
+			return c
+		}
+		return strings.Compare(x.currency, y.currency)
+	})
+	for chunk := range slices.Chunk(keys, 100) {
+		args := make([]any, 0, 5*len(chunk))
+		for _, k := range chunk {
+			c := b[k]
+			args = append(args, k.account, k.currency, boolInt(ledger.NonNegative(k.account)), c.amount, c.at)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO ledger_balances (account, currency, non_negative, balance, updated_at)
+			VALUES `+values(len(chunk), 5, "")+`
+			ON CONFLICT (account, currency) DO UPDATE SET balance = balance + excluded.balance,
+				updated_at = max(coalesce(updated_at, 0), excluded.updated_at)`, args...); err != nil {
+			return fmt.Errorf("write balances: %w", err)
+		}
+	}
+	clear(b)
+	return nil
+}
+
+// flushBalances writes the balance changes still summed, the batch's and
+// the command's, ahead of a statement that reads balances. The batch's
+// are kept in flushed: if the command rolls back to its savepoint, their
+// write goes with it, and the writer gives them back to the batch.
+func (t *Tx) flushBalances(ctx context.Context) error {
+	if len(t.balances) == 0 && (t.batch == nil || len(t.batch) == 0) {
+		return nil
+	}
+	all := balanceBatch{}
+	all.merge(t.balances)
+	if t.batch != nil {
+		all.merge(t.batch)
+	}
+	if err := all.write(ctx, t.tx); err != nil {
+		return err
+	}
+	if t.batch != nil {
+		if t.flushed == nil {
+			t.flushed = balanceBatch{}
+		}
+		t.flushed.merge(t.batch)
+		clear(t.batch)
+	}
+	clear(t.balances)
 	return nil
 }
 
@@ -191,6 +318,9 @@ func values(n, k int, extra string) string {
 // LockBalance returns an account's cached balance, creating it at zero.
 // The write transaction holds SQLite's single write lock already.
 func (t *Tx) LockBalance(ctx context.Context, account string, currency xaalis.Currency) (int64, error) {
+	if err := t.flushBalances(ctx); err != nil {
+		return 0, err
+	}
 	if _, err := t.tx.ExecContext(ctx, `INSERT INTO ledger_balances (account, currency, balance, non_negative)
 		VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING`, account, currency, boolInt(ledger.NonNegative(account))); err != nil {
 		return 0, fmt.Errorf("create balance: %w", err)

@@ -298,6 +298,11 @@ type Tx struct {
 	// answer when the command completes it, else in flight at its end
 	// (writeClaim).
 	unwritten *xaalis.Claim
+	// balances sums the command's balance changes that no balance can
+	// refuse; batch is the writer batch's sum of its committed commands';
+	// flushed holds what of batch this command wrote ahead of a balance
+	// read (flushBalances), given back to batch if the command rolls back.
+	balances, batch, flushed balanceBatch
 }
 
 // Wake asks for the background work w once the command commits.

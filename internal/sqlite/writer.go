@@ -234,13 +234,14 @@ func (w *writer) commit(batch []*job) {
 	// The stat and volume counters and the quota counts of the batch's
 	// committed commands, written once: most commands add to the same few
 	// rows.
-	stats, volumes, quota := statBatch{}, volumeBatch{}, newQuotaBatch()
+	stats, volumes, quota, balances := statBatch{}, volumeBatch{}, newQuotaBatch(), balanceBatch{}
 	// keep adds what a command that commits asked for to the batch's.
 	keep := func(tx *Tx) {
 		wake |= tx.wake
 		stats.merge(tx.stats)
 		volumes.merge(tx.volumes)
 		quota.merge(tx.claims)
+		balances.merge(tx.balances)
 	}
 	err := func() error {
 		if err := exec(`BEGIN IMMEDIATE`); err != nil {
@@ -252,7 +253,7 @@ func (w *writer) commit(batch []*job) {
 				j.err = err
 				continue
 			}
-			tx := &Tx{tx: q, box: box, stats: statBatch{}, volumes: volumeBatch{}, quota: quota}
+			tx := &Tx{tx: q, box: box, stats: statBatch{}, volumes: volumeBatch{}, quota: quota, batch: balances}
 			if one {
 				// A lone command is the transaction: no savepoint.
 				if j.err = runJob(j, tx); j.err != nil {
@@ -281,6 +282,9 @@ func (w *writer) commit(batch []*job) {
 					// may): every command of the batch fails with the cause.
 					return w.abort(rollbackFailed("rollback to savepoint", j.err, err))
 				}
+				// The batch's balance changes the command wrote went with
+				// its savepoint.
+				balances.merge(tx.flushed)
 			} else {
 				keep(tx)
 			}
@@ -295,6 +299,9 @@ func (w *writer) commit(batch []*job) {
 			return w.abort(err)
 		}
 		if err := quota.write(ctx, q); err != nil {
+			return w.abort(err)
+		}
+		if err := balances.write(ctx, q); err != nil {
 			return w.abort(err)
 		}
 		// Numbered before the COMMIT: a reader may see the batch's rows as
