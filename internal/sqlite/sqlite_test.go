@@ -253,6 +253,46 @@ func TestListByMerchantRefPlan(t *testing.T) {
 	}
 }
 
+// TestListIndexesAscending: the lists of transactions and customers,
+// newest first, read their list index backwards, with no sort; the
+// index keeps its times ascending, so that a new row is appended at the
+// right edge of its merchant's range (one page written; descending, a
+// payment wrote two to three pages of each, splitting the leftmost leaf).
+func TestListIndexesAscending(t *testing.T) {
+	db := planDB(t)
+	w, args := sqlite.TxListWhere(xaalis.TxFilter{MerchantID: "m", Mode: xaalis.ModeTest, Type: xaalis.TypePayment,
+		Status: xaalis.StatusSuccess})
+	for index, q := range map[string]string{
+		"transactions_list": `SELECT id FROM transactions WHERE ` + w + ` ORDER BY created_at DESC, id DESC LIMIT 10`,
+		"customers_list":    `SELECT id FROM customers WHERE merchant_id = ? AND mode = ? ORDER BY created_at DESC, id DESC LIMIT 10`,
+	} {
+		a := args
+		if index == "customers_list" {
+			a = []any{"m", "test"}
+		}
+		if all := queryPlan(t, db, q, a...); !strings.Contains(all, "INDEX "+index+" ") || strings.Contains(all, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want %s read in order", q, all, index)
+		}
+		rows, err := db.Query(`SELECT name, desc FROM pragma_index_xinfo(?) WHERE key`, index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var col string
+			var desc bool
+			if err := rows.Scan(&col, &desc); err != nil {
+				t.Fatal(err)
+			}
+			if desc {
+				t.Errorf("%s: column %s descending", index, col)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // planDB opens a migrated database read-only, for its query plans.
 func planDB(t *testing.T) *sql.DB {
 	t.Helper()
