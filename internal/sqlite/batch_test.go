@@ -269,6 +269,51 @@ func TestBatchBalances(t *testing.T) {
 	}
 }
 
+// TestRefusalLeavesBalances: a command that goes on after an entry was
+// refused finds the balances as they were, and commits them so. The
+// CHECK on reserved money refuses the balances' UPDATE itself, which
+// SQLite then undoes whole: the refusal must not take back deltas that
+// were never added (it did: reserved 150, available -90).
+func TestRefusalLeavesBalances(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	m := storetest.NewMerchant(t, s)
+	mode := string(xaalis.ModeTest)
+	available := ledger.Merchant(mode, m.ID, ledger.Available)
+	reserved := ledger.Merchant(mode, m.ID, ledger.Reserved)
+	clearing := ledger.Provider(mode, "channel_a", ledger.Clearing)
+	entry := func(id, from, to string, amount int64) *ledger.Entry {
+		return &ledger.Entry{ID: id, Mode: mode, MerchantID: m.ID, Kind: "test", RefType: "test", RefID: id,
+			CreatedAt: time.Now(), Postings: []ledger.Posting{
+				{Account: from, Currency: "XOF", Amount: -amount},
+				{Account: to, Currency: "XOF", Amount: amount},
+			}}
+	}
+	for _, e := range []*ledger.Entry{entry("to-available", clearing, available, 10), entry("to-reserved", clearing, reserved, 50)} {
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.PostEntry(ctx, e) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.PostEntry(ctx, entry("release", reserved, available, 100)); !errors.Is(err, ledger.ErrNegative) {
+			return fmt.Errorf("releasing 100 of 50 reserved: %v, want refused", err)
+		}
+		return nil // the command goes on, and commits
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bs, _, err := s.Balances(ctx, []string{available, reserved}, "XOF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs[available] != 10 || bs[reserved] != 50 {
+		t.Fatalf("balances after the refusal: %v, want available 10 and reserved 50", bs)
+	}
+	if ps, err := s.CheckLedger(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("ledger check: %v %v", ps, err)
+	}
+}
+
 // TestCheckpointer: the writer never checkpoints (wal_autocheckpoint is
 // 0); the checkpointer copies the WAL's frames into the database file
 // within a pass or two, and starts their writing to the disk.

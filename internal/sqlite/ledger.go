@@ -106,6 +106,10 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	if err == nil {
 		after, err = scanBalances(rows, len(ds))
 	}
+	// updated: the UPDATE changed the rows. When it failed (its CHECK
+	// refused a row), SQLite undid the whole statement: nothing to take
+	// back.
+	updated := err == nil
 	if err == nil && len(after) < len(ds) {
 		after, err = t.createBalances(ctx, e, ds, after)
 	}
@@ -116,10 +120,13 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 		err = fmt.Errorf("%w: entry %s (%s)", ledger.ErrNegative, e.ID, e.Kind)
 	}
 	if errors.Is(err, ledger.ErrNegative) {
-		// The balances may have changed before the refusal (the UPDATE
-		// before an insert or a check refused): take the deltas back, so
-		// that a caller that goes on after the refusal finds the balances
-		// as they were (no entry was written; a row created holds zero).
+		if !updated {
+			return err
+		}
+		// The UPDATE changed the balances before the refusal (an insert
+		// or the overdraft check refused): take the deltas back, so that
+		// a caller that goes on after the refusal finds the balances as
+		// they were (no entry was written; a row created holds zero).
 		if _, uerr := t.tx.ExecContext(ctx, `UPDATE ledger_balances SET balance = balance - d.column3
 			FROM (VALUES `+values(len(ds), 3, "")+`) AS d
 			WHERE ledger_balances.account = d.column1 AND ledger_balances.currency = d.column2`, args[1:]...); uerr != nil {
