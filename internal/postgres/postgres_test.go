@@ -91,32 +91,6 @@ func TestSearchPath(t *testing.T) {
 	}
 }
 
-// TestListIndexesAscending: the list indexes of transactions and
-// customers keep their times ascending, so that a new row goes to the
-// rightmost leaf of its merchant's range (a split there leaves the left
-// page full; descending, every split halved a leaf), and a list, newest
-// first, reads them backwards.
-func TestListIndexesAscending(t *testing.T) {
-	ctx := context.Background()
-	url := pgtest.URL(t)
-	openURL(t, url)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, index := range []string{"transactions_list", "customers_list"} {
-		var def string
-		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = $1`,
-			index).Scan(&def); err != nil {
-			t.Fatalf("%s: %v", index, err)
-		}
-		if !strings.Contains(def, "created_at, id)") || strings.Contains(def, "DESC") {
-			t.Errorf("%s: %s, want created_at and id ascending", index, def)
-		}
-	}
-}
-
 // TestQuotaConcurrent claims many new keys at once against a quota: the
 // counter upsert lets exactly the limit through.
 func TestQuotaConcurrent(t *testing.T) {
