@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,13 +233,7 @@ func TestBatchBalances(t *testing.T) {
 	available := ledger.Merchant(string(xaalis.ModeTest), m.ID, ledger.Available)
 	clearing := ledger.Provider(string(xaalis.ModeTest), "channel_a", ledger.Clearing)
 	world := ledger.World(string(xaalis.ModeTest))
-	entry := func(id, from, to string, amount int64) *ledger.Entry {
-		return &ledger.Entry{ID: id, Mode: string(xaalis.ModeTest), MerchantID: m.ID, Kind: "test", RefType: "test", RefID: id,
-			CreatedAt: time.Now(), Postings: []ledger.Posting{
-				{Account: from, Currency: "XOF", Amount: -amount},
-				{Account: to, Currency: "XOF", Amount: amount},
-			}}
-	}
+	entry := func(id, from, to string, amount int64) *ledger.Entry { return transfer(m, id, from, to, amount) }
 	failed := errors.New("the command fails after its debit")
 	errs := inOneBatch(t, s,
 		func(xtx xaalis.Tx) error { return xtx.PostEntry(ctx, entry("credit", clearing, available, 1000)) },
@@ -257,16 +252,7 @@ func TestBatchBalances(t *testing.T) {
 	if !errors.Is(errs[3], ledger.ErrNegative) {
 		t.Fatalf("a debit past the balance: %v, want refused", errs[3])
 	}
-	bs, _, err := s.Balances(ctx, []string{available, clearing, world}, "XOF")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bs[available] != 100 || bs[clearing] != -1000 || bs[world] != 900 {
-		t.Fatalf("balances %v, want available 100, clearing -1000, world 900", bs)
-	}
-	if ps, err := s.CheckLedger(ctx); err != nil || len(ps) != 0 {
-		t.Fatalf("ledger check: %v %v", ps, err)
-	}
+	wantBalances(t, s, map[string]int64{available: 100, clearing: -1000, world: 900})
 }
 
 // TestRefusalLeavesBalances: a command that goes on after an entry was
@@ -282,13 +268,7 @@ func TestRefusalLeavesBalances(t *testing.T) {
 	available := ledger.Merchant(mode, m.ID, ledger.Available)
 	reserved := ledger.Merchant(mode, m.ID, ledger.Reserved)
 	clearing := ledger.Provider(mode, "channel_a", ledger.Clearing)
-	entry := func(id, from, to string, amount int64) *ledger.Entry {
-		return &ledger.Entry{ID: id, Mode: mode, MerchantID: m.ID, Kind: "test", RefType: "test", RefID: id,
-			CreatedAt: time.Now(), Postings: []ledger.Posting{
-				{Account: from, Currency: "XOF", Amount: -amount},
-				{Account: to, Currency: "XOF", Amount: amount},
-			}}
-	}
+	entry := func(id, from, to string, amount int64) *ledger.Entry { return transfer(m, id, from, to, amount) }
 	for _, e := range []*ledger.Entry{entry("to-available", clearing, available, 10), entry("to-reserved", clearing, reserved, 50)} {
 		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.PostEntry(ctx, e) }); err != nil {
 			t.Fatal(err)
@@ -302,12 +282,34 @@ func TestRefusalLeavesBalances(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	bs, _, err := s.Balances(ctx, []string{available, reserved}, "XOF")
+	wantBalances(t, s, map[string]int64{available: 10, reserved: 50})
+}
+
+// transfer is a test-mode entry of m moving amount XOF from one account
+// to another.
+func transfer(m *xaalis.Merchant, id, from, to string, amount int64) *ledger.Entry {
+	return &ledger.Entry{ID: id, Mode: string(xaalis.ModeTest), MerchantID: m.ID, Kind: "test", RefType: "test", RefID: id,
+		CreatedAt: time.Now(), Postings: []ledger.Posting{
+			{Account: from, Currency: "XOF", Amount: -amount},
+			{Account: to, Currency: "XOF", Amount: amount},
+		}}
+}
+
+// wantBalances checks the cached XOF balances of accounts, and that the
+// ledger check finds every balance equal to the sum of its postings.
+func wantBalances(t *testing.T, s *Store, want map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	accounts := make([]string, 0, len(want))
+	for a := range want {
+		accounts = append(accounts, a)
+	}
+	got, _, err := s.Balances(ctx, accounts, "XOF")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bs[available] != 10 || bs[reserved] != 50 {
-		t.Fatalf("balances after the refusal: %v, want available 10 and reserved 50", bs)
+	if !maps.Equal(got, want) {
+		t.Fatalf("balances %v, want %v", got, want)
 	}
 	if ps, err := s.CheckLedger(ctx); err != nil || len(ps) != 0 {
 		t.Fatalf("ledger check: %v %v", ps, err)
