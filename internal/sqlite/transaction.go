@@ -173,8 +173,9 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 // volumeSum is one scope's volume: its counters (scope, first day) plus
 // its hold counters (hold scope, first minute). Two sums, not one with an
 // OR: SQLite answers the OR with a MULTI-INDEX OR, which builds an
-// ephemeral table to drop duplicates that two distinct scopes cannot have,
-// and that cost a payment's limits check 60 % of its CPU.
+// ephemeral table to drop duplicates that two distinct scopes cannot have:
+// the read cost a payment about a third more CPU (83/104 against 67/63 µs
+// in two alternated pairs).
 const volumeSum = `((SELECT coalesce(sum(amount), 0) FROM volume_counters WHERE scope = ? AND day >= ?)
 	+ (SELECT coalesce(sum(amount), 0) FROM volume_counters WHERE scope = ? AND day >= ?))`
 

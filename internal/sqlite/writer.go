@@ -231,9 +231,9 @@ func (w *writer) commit(batch []*job) {
 		_, err := q.ExecContext(ctx, stmt)
 		return err
 	}
-	// The stat and volume counters and the quota counts of the batch's
-	// committed commands, written once: most commands add to the same few
-	// rows.
+	// The stat and volume counters, the quota counts and the balance
+	// changes no balance can refuse (PostEntry) of the batch's committed
+	// commands, written once: most commands add to the same few rows.
 	stats, volumes, quota, balances := statBatch{}, volumeBatch{}, newQuotaBatch(), balanceBatch{}
 	// keep adds what a command that commits asked for to the batch's.
 	keep := func(tx *Tx) {
