@@ -69,11 +69,18 @@ func MayOwe(account string) bool {
 	return strings.Contains(account, ":merchant:") && strings.HasSuffix(account, ":"+Available)
 }
 
+// DebitChecked reports whether what an entry adds to an account (delta)
+// is a debit that must leave a MayOwe account at zero or more: the entry
+// does not allow debt. Both stores check those debits against the balance.
+func (e *Entry) DebitChecked(account string, delta int64) bool {
+	return !e.AllowDebt && MayOwe(account) && delta < 0
+}
+
 // Overdrawn reports whether one of an entry's debits leaves a MayOwe
 // account below zero when the entry does not allow debt: balance is the
 // account's balance after the entry, delta what the entry added to it.
 func (e *Entry) Overdrawn(account string, delta, balance int64) bool {
-	return !e.AllowDebt && MayOwe(account) && delta < 0 && balance < 0
+	return e.DebitChecked(account, delta) && balance < 0
 }
 
 // Posting moves Amount (minor units, signed) into Account.

@@ -102,7 +102,7 @@ func (t *txConn) addEntry(e *ledger.Entry, ds []balanceDelta) (checked bool) {
 	for _, d := range ds {
 		k := balanceKey{d.account, d.currency}
 		t.deltas[k] += d.amount
-		if d.amount < 0 && ledger.MayOwe(d.account) && !e.AllowDebt {
+		if e.DebitChecked(d.account, d.amount) {
 			if t.checks == nil {
 				t.checks = map[balanceKey][]balanceCheck{}
 			}

@@ -163,7 +163,7 @@ func (t *Tx) insertEntry(ctx context.Context, e *ledger.Entry) error {
 // AllowDebt.
 func mayRefuse(e *ledger.Entry, ds []balanceDelta) bool {
 	for _, d := range ds {
-		if d.amount < 0 && (ledger.NonNegative(d.account) || (ledger.MayOwe(d.account) && !e.AllowDebt)) {
+		if (d.amount < 0 && ledger.NonNegative(d.account)) || e.DebitChecked(d.account, d.amount) {
 			return true
 		}
 	}
