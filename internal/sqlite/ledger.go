@@ -236,24 +236,20 @@ func (b balanceBatch) write(ctx context.Context, q querier) error {
 // are kept in flushed: if the command rolls back to its savepoint, their
 // write goes with it, and the writer gives them back to the batch.
 func (t *Tx) flushBalances(ctx context.Context) error {
-	if len(t.balances) == 0 && (t.batch == nil || len(t.batch) == 0) {
+	if len(t.balances) == 0 && len(t.batch) == 0 {
 		return nil
 	}
 	all := balanceBatch{}
+	all.merge(t.batch)
 	all.merge(t.balances)
-	if t.batch != nil {
-		all.merge(t.batch)
-	}
 	if err := all.write(ctx, t.tx); err != nil {
 		return err
 	}
-	if t.batch != nil {
-		if t.flushed == nil {
-			t.flushed = balanceBatch{}
-		}
-		t.flushed.merge(t.batch)
-		clear(t.batch)
+	if t.flushed == nil {
+		t.flushed = balanceBatch{}
 	}
+	t.flushed.merge(t.batch)
+	clear(t.batch)
 	clear(t.balances)
 	return nil
 }
