@@ -68,6 +68,16 @@ func ParseURL(u string) (string, error) {
 	return u, nil
 }
 
+// pageSize is the page size of a database this store creates. A command
+// changes a few rows in each of about thirty B-trees, and every page it
+// changes goes to the WAL whole: with 4,096-byte pages a payment appended
+// about 70 KiB to the WAL under load, and the fdatasync every answer waits
+// for takes longer with every KiB it writes. With 1,024-byte pages a
+// payment writes about 29 KiB, for the same CPU, and create-payment ran 8
+// to 16 % faster in six alternated pairs; on a database of 1,000,000
+// payments status and list read as fast (docs/write-path.md, item 10).
+const pageSize = 1024
+
 func dsn(path string, write bool) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -127,6 +137,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("create database directory: %w", err)
 		}
 	}
+	if err := create(ctx, path); err != nil {
+		return nil, err
+	}
 	w, err := openWriter(path)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
@@ -182,6 +195,35 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// create makes the database file with pages of pageSize bytes if it does
+// not exist yet, or is empty. The page size must be set before the
+// database enters WAL mode, which the connections' own pragmas do first
+// (the driver runs them in the order of their names); an existing
+// database keeps the page size it was made with.
+func create(ctx context.Context, path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		return nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("create database: %w", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+URIPath(path)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	defer c.Close()
+	for _, q := range []string{fmt.Sprintf(`PRAGMA page_size = %d`, pageSize), `PRAGMA journal_mode = WAL`} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("create database: %s: %w", q, err)
+		}
+	}
+	return nil
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -366,7 +408,7 @@ func notFound(err error) error {
 func (s *Store) Pragmas(ctx context.Context) map[string]string {
 	out := map[string]string{}
 	_ = s.Update(ctx, func(xtx xaalis.Tx) error {
-		for _, p := range []string{"journal_mode", "synchronous", "foreign_keys", "busy_timeout", "temp_store", "wal_autocheckpoint", "journal_size_limit"} {
+		for _, p := range []string{"journal_mode", "synchronous", "foreign_keys", "busy_timeout", "temp_store", "wal_autocheckpoint", "journal_size_limit", "page_size"} {
 			var v string
 			if err := xtx.(*Tx).tx.QueryRowContext(ctx, "PRAGMA "+p).Scan(&v); err == nil {
 				out[p] = v

@@ -42,11 +42,40 @@ func TestPragmas(t *testing.T) {
 	// synchronous=NORMAL (1) on the writer: the syncer fdatasyncs the WAL
 	// before any answer (TestAnswerWaitsForSync).
 	want := map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "10000",
-		"temp_store": "2", "wal_autocheckpoint": "0", "journal_size_limit": "67108864"}
+		"temp_store": "2", "wal_autocheckpoint": "0", "journal_size_limit": "67108864", "page_size": "1024"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("pragma %s = %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestExistingPageSizeKept: a database made with another page size (every
+// database made before pageSize was 1,024) opens, migrates and takes
+// commands with its own; only a new database gets the new size.
+func TestExistingPageSizeKept(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path)+"?_pragma=page_size(4096)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE before_pages (x INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetSecretBox(testutil.Keyring(t))
+	if got := s.Pragmas(ctx)["page_size"]; got != "4096" {
+		t.Fatalf("page_size of an existing database = %s, want its own 4096", got)
+	}
+	m := storetest.NewMerchant(t, s)
+	if _, err := s.Merchant(ctx, m.ID); err != nil {
+		t.Fatal(err)
 	}
 }
 
