@@ -56,12 +56,15 @@ func TestPragmas(t *testing.T) {
 func TestExistingPageSizeKept(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path)+"?_pragma=page_size(4096)&_pragma=journal_mode(WAL)")
+	db, err := sql.Open("sqlite", "file:"+sqlite.URIPath(path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`CREATE TABLE before_pages (x INTEGER)`); err != nil {
-		t.Fatal(err)
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{`PRAGMA page_size = 4096`, `PRAGMA journal_mode = WAL`, `CREATE TABLE before_pages (x INTEGER)`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 	db.Close()
 	s, err := sqlite.Open(ctx, path)
