@@ -200,8 +200,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // create makes the database file with pages of pageSize bytes if it does
 // not exist yet, or is empty. The page size must be set before the
 // database enters WAL mode, which the connections' own pragmas do first
-// (the driver runs them in the order of their names); an existing
-// database keeps the page size it was made with.
+// (the driver runs them in the order of their names). Entering WAL mode
+// here is also what writes the file's header: a page size set on a
+// connection that writes nothing is lost with it. An existing database
+// keeps the page size it was made with.
 func create(ctx context.Context, path string) error {
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
 		return nil
