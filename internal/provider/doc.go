@@ -8,9 +8,11 @@
 // collection stays pending until the payer acts (the hosted page's test
 // buttons or the simulate test helper, both through Gateway.PayerAction),
 // the payer enters the test OTP (channel_b), or a magic phone number fixes
-// the outcome. Simulator state is lost on restart: Status of a reference
-// the simulator does not know answers pending with the reason
-// "unknown_to_simulator".
+// the outcome. Simulator state is lost on restart, and each simulator
+// remembers only its last Options.SimulatorMemory collections, payouts
+// and refunds (DefaultSimulatorMemory), forgetting older ones the same
+// way: Status of a reference the simulator does not know answers pending
+// with the reason "unknown_to_simulator".
 //
 // The simulators make payouts and refunds too, settled at once (see
 // below). A payout is kept by its Reference: the same Reference answers

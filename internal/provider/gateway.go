@@ -41,6 +41,10 @@ type Options struct {
 	// Observer hears of every provider request, for the metrics; nil
 	// hears nothing.
 	Observer Observer
+	// SimulatorMemory is how many collections, and how many payouts and
+	// refunds, each test-mode simulator remembers (default 16,384): past
+	// it the oldest are forgotten, as a restart forgets them all.
+	SimulatorMemory int
 }
 
 // Observer hears of provider requests. Operations are initiate, status,
@@ -118,6 +122,9 @@ func New(cfg *xaalis.Config, opts Options) *Gateway {
 	}
 	if opts.BreakerCooldown <= 0 {
 		opts.BreakerCooldown = 30 * time.Second
+	}
+	if opts.SimulatorMemory <= 0 {
+		opts.SimulatorMemory = DefaultSimulatorMemory
 	}
 	g := &Gateway{
 		cfg:      cfg,

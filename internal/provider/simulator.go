@@ -96,6 +96,36 @@ type simulator struct {
 	byReference map[string]string         // Xaalis reference -> provider ref
 	payouts     map[string]*simPayout     // by Xaalis reference
 	refunds     map[string]*simRefund     // by Xaalis reference
+	// The keys of those maps, oldest first, to forget the oldest.
+	collectionKeys, payoutKeys, refundKeys recent
+}
+
+// DefaultSimulatorMemory is how many collections, and how many payouts and
+// refunds, a simulator remembers unless Options.SimulatorMemory says
+// otherwise: a few megabytes. A simulator that kept every one grew
+// without end in a server that runs for weeks, and every garbage
+// collection scanned it all again: a 30 s bench run of test payments at
+// 2,900 a second ended with a live heap of 51 MB (11 MB after 2 s) and
+// a mark phase of 39 ms (9 ms).
+const DefaultSimulatorMemory = 1 << 14
+
+// recent keeps the last keys added, up to its limit, in a ring.
+type recent struct {
+	keys  []string
+	limit int
+	next  int
+}
+
+// add records k and returns the oldest key, which it forgets, once the
+// ring is full.
+func (r *recent) add(k string) (oldest string, forgot bool) {
+	if len(r.keys) < r.limit {
+		r.keys = append(r.keys, k)
+		return "", false
+	}
+	oldest, r.keys[r.next] = r.keys[r.next], k
+	r.next = (r.next + 1) % len(r.keys)
+	return oldest, true
 }
 
 func newSimulator(provider string, g *Gateway) *simulator {
@@ -104,13 +134,16 @@ func newSimulator(provider string, g *Gateway) *simulator {
 		suffix = provider[i+1:]
 	}
 	return &simulator{
-		provider:    provider,
-		prefix:      "sim_" + suffix + "_",
-		g:           g,
-		collections: make(map[string]*simCollection),
-		byReference: make(map[string]string),
-		payouts:     make(map[string]*simPayout),
-		refunds:     make(map[string]*simRefund),
+		provider:       provider,
+		prefix:         "sim_" + suffix + "_",
+		g:              g,
+		collections:    make(map[string]*simCollection),
+		byReference:    make(map[string]string),
+		payouts:        make(map[string]*simPayout),
+		refunds:        make(map[string]*simRefund),
+		collectionKeys: recent{limit: g.opts.SimulatorMemory},
+		payoutKeys:     recent{limit: g.opts.SimulatorMemory},
+		refundKeys:     recent{limit: g.opts.SimulatorMemory},
 	}
 }
 
@@ -151,6 +184,12 @@ func (s *simulator) initiate(r xaalis.InitiateRequest) (xaalis.Initiation, error
 	s.collections[c.ref] = c
 	if r.Reference != "" {
 		s.byReference[r.Reference] = c.ref
+	}
+	if old, forgot := s.collectionKeys.add(c.ref); forgot {
+		if oc := s.collections[old]; oc != nil && s.byReference[oc.reference] == old {
+			delete(s.byReference, oc.reference)
+		}
+		delete(s.collections, old)
 	}
 	return c.initiation(), nil
 }
@@ -320,6 +359,9 @@ func (s *simulator) payout(r xaalis.PayoutOrder) (xaalis.PayoutResult, error) {
 	}
 	p.state, p.reason = payoutOutcome(magic)
 	s.payouts[r.Reference] = p
+	if old, forgot := s.payoutKeys.add(r.Reference); forgot {
+		delete(s.payouts, old)
+	}
 	return p.result(), nil
 }
 
@@ -359,6 +401,9 @@ func (s *simulator) refund(r xaalis.RefundRequest) (xaalis.PayoutResult, error) 
 	}
 	f := &simRefund{ref: randomID(s.refundPrefix()), collection: r.PaymentProviderRef, amount: r.Amount}
 	s.refunds[r.Reference] = f
+	if old, forgot := s.refundKeys.add(r.Reference); forgot {
+		delete(s.refunds, old)
+	}
 	return f.result(), nil
 }
 

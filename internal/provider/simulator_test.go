@@ -2,6 +2,8 @@ package provider_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -376,5 +378,74 @@ func TestMagic(t *testing.T) {
 		if err != nil || !phonenumbers.IsValidNumberForRegion(num, "SN") {
 			t.Errorf("%s is not a valid SN number", p)
 		}
+	}
+}
+
+// TestSimulatorMemory: a simulator remembers its last SimulatorMemory
+// collections, payouts and refunds, and forgets older ones as a restart
+// does: a long-running server's test traffic must not grow its memory,
+// and its garbage collector's work, without end.
+func TestSimulatorMemory(t *testing.T) {
+	gw := provider.New(defaults(t), provider.Options{SimulatorMemory: 3})
+	refs := make([]string, 5)
+	for i := range refs {
+		r := testRequest("channel_a", "SN", provider.TestPhoneSuccess)
+		r.Reference = fmt.Sprintf("TXN-M%d", i)
+		in, err := gw.Initiate(bg, r)
+		if err != nil || in.State != xaalis.ProviderSuccess {
+			t.Fatalf("collection %d: %+v %v", i, in, err)
+		}
+		refs[i] = in.ProviderRef
+	}
+	for i, ref := range refs {
+		st, err := gw.Status(bg, xaalis.ModeTest, "channel_a", "simulator", ref)
+		forgotten := st.State == xaalis.ProviderPending && st.Reason == provider.ReasonUnknownToSimulator
+		if err != nil || forgotten != (i < 2) || !forgotten && st.State != xaalis.ProviderSuccess {
+			t.Errorf("collection %d of 5, 3 remembered: %+v %v", i, st, err)
+		}
+	}
+	// A forgotten collection is refunded blindly; a remembered one is
+	// checked (1,000 XOF collected).
+	if _, err := gw.Refund(bg, testRefund("channel_a", refs[0], "TXN-MR0", 500000)); err != nil {
+		t.Errorf("refund of a forgotten collection: %v", err)
+	}
+	if _, err := gw.Refund(bg, testRefund("channel_a", refs[4], "TXN-MR4", 500000)); xaalis.ErrorCode(err) != xaalis.EGatewayError {
+		t.Errorf("refund past a remembered collection: %v, want gateway_error", err)
+	}
+	// The same reference is the same collection while remembered, a new
+	// one once forgotten.
+	for i, want := range map[int]bool{4: true, 0: false} {
+		r := testRequest("channel_a", "SN", provider.TestPhoneSuccess)
+		r.Reference = fmt.Sprintf("TXN-M%d", i)
+		in, err := gw.Initiate(bg, r)
+		if err != nil || (in.ProviderRef == refs[i]) != want {
+			t.Errorf("collection %d initiated again: %q (first %q) %v", i, in.ProviderRef, refs[i], err)
+		}
+	}
+
+	for i := range 4 {
+		if _, err := gw.Payout(bg, testPayout("channel_a", "SN", provider.TestPhoneSuccess, fmt.Sprintf("TXN-MP%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gw.PayoutStatus(bg, xaalis.ModeTest, "channel_a", "TXN-MP0"); !errors.Is(err, xaalis.ErrNotFound) {
+		t.Errorf("status of a forgotten payout: %v, want not found", err)
+	}
+	if res, err := gw.PayoutStatus(bg, xaalis.ModeTest, "channel_a", "TXN-MP3"); err != nil || res.State != xaalis.ProviderSuccess {
+		t.Errorf("status of a remembered payout: %+v %v", res, err)
+	}
+
+	// Refunds: TXN-MR0 and TXN-MR4 above (the second refused, so not
+	// kept), then three more; TXN-MR0 is forgotten, its reference free.
+	for i := 1; i <= 3; i++ {
+		if _, err := gw.Refund(bg, testRefund("channel_a", "sim_a_gone", fmt.Sprintf("TXN-MRX%d", i), 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gw.Refund(bg, testRefund("channel_a", "sim_a_other", "TXN-MR0", 700)); err != nil {
+		t.Errorf("a forgotten refund's reference used again: %v", err)
+	}
+	if _, err := gw.Refund(bg, testRefund("channel_a", "sim_a_other", "TXN-MRX3", 700)); xaalis.ErrorCode(err) != xaalis.EGatewayError {
+		t.Errorf("a remembered refund's reference used for another: %v, want gateway_error", err)
 	}
 }
