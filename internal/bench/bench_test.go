@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -219,5 +221,61 @@ func TestDrainLags(t *testing.T) {
 	want := []time.Duration{7 * time.Millisecond, 600 * time.Millisecond, 30 * time.Second, 30 * time.Second, 36 * time.Second}
 	if !slices.Equal(got, want) {
 		t.Fatalf("lags %v, want %v", got, want)
+	}
+}
+
+// TestRecorder: samples added from many goroutines, past a chunk's end,
+// come back whole, each with its own outcome and times.
+func TestRecorder(t *testing.T) {
+	r := &recorder{start: time.Now()}
+	outs := []Outcome{{OK: true, Status: 201}, {Status: 422, Code: "insufficient_balance"},
+		{Kind: "status", OK: true, Status: 200}, {Code: "transport: timeout"}}
+	const workers, each = 8, recordChunk/4 + 7 // 4 chunks and a bit
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				n := w*each + i
+				r.add(sample{lat: time.Duration(n), lag: time.Duration(2 * n), out: outs[n%len(outs)]})
+			}
+		}()
+	}
+	wg.Wait()
+	got := r.samples()
+	if len(got) != workers*each {
+		t.Fatalf("%d samples, want %d", len(got), workers*each)
+	}
+	if len(r.outcomes) != len(outs) {
+		t.Errorf("%d outcomes kept, want %d (interned)", len(r.outcomes), len(outs))
+	}
+	seen := make([]bool, workers*each)
+	for _, s := range got {
+		n := int(s.lat)
+		if n < 0 || n >= len(seen) || seen[n] {
+			t.Fatalf("sample %d: out of range or twice", n)
+		}
+		seen[n] = true
+		if s.lag != 2*s.lat || s.out != outs[n%len(outs)] || s.at <= 0 {
+			t.Fatalf("sample %d: lag %v, outcome %+v, at %v", n, s.lag, s.out, s.at)
+		}
+	}
+}
+
+// TestRecordHasNoPointers: the recorder's chunks hold every sample of a
+// run, and the garbage collector scans memory that holds pointers at
+// every collection, in the server's process. A field with a pointer
+// (a string, an Outcome) would bring that back.
+func TestRecordHasNoPointers(t *testing.T) {
+	rt := reflect.TypeFor[record]()
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		switch f.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Bool:
+		default:
+			t.Errorf("record.%s is a %s: keep records free of pointers", f.Name, f.Type)
+		}
 	}
 }
