@@ -13,7 +13,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -230,14 +229,6 @@ const defaultMaxInFlight = 256
 // speed: MaxInFlight workers take the requests due, in order. A request
 // no worker is free for waits, and its latency, from its intended send
 // time, counts the wait.
-var latDump, _ = func() (*os.File, error) {
-	if p := os.Getenv("XLAT"); p != "" {
-		return os.Create(p)
-	}
-	return nil, nil
-}()
-var latMu sync.Mutex
-
 func openLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *recorder) time.Duration {
 	workers := load.MaxInFlight
 	if workers <= 0 {
@@ -248,7 +239,6 @@ func openLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *rec
 		intended time.Time
 	}
 	queue := make(chan due, 1<<16)
-	start := time.Now()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -261,17 +251,12 @@ func openLoop(ctx context.Context, load Load, op Op, seq *atomic.Int64, rec *rec
 					// From the intended send time: a late send is the
 					// server's delay too.
 					rec.add(sample{lat: time.Since(d.intended), lag: lag, out: out})
-					if latDump != nil {
-						latMu.Lock()
-						fmt.Fprintf(latDump, "%d %d %d\n", d.intended.UnixMicro(), time.Since(d.intended).Microseconds(), lag.Microseconds())
-						latMu.Unlock()
-					}
 				}
 			}
 		}()
 	}
 	interval := time.Duration(float64(time.Second) / load.Rate)
-	start = time.Now()
+	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
