@@ -285,6 +285,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		var profErr error
 		stopProfile := func() {}
 		var cpu bench.CPUMeter
+		var gc bench.GCMeter
 		var stats0 xaalis.StoreStats
 		counts, _ := tgt.store.(xaalis.StatsReporter)
 		load.OnMeasure = func() {
@@ -295,6 +296,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 				stats0 = counts.Stats()
 			}
 			cpu.Start()
+			gc.Start()
 			if profile {
 				f, err := os.Create(o.cpuprofile)
 				if err != nil {
@@ -312,6 +314,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		logf("%s: measuring for %s", label, load.Duration)
 		r := bench.Run(ctx, load, p.Op)
 		r.CPUProcess, r.CPUMachine = cpu.Stop()
+		r.GC = gc.Stop()
 		if counts != nil && r.OK > 0 && !bench.IsPhysicalFloor(name) {
 			st := counts.Stats()
 			r.StatementsPerOK = float64(st.Statements-stats0.Statements) / float64(r.OK)

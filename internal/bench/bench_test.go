@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -277,5 +279,32 @@ func TestRecordHasNoPointers(t *testing.T) {
 		default:
 			t.Errorf("record.%s is a %s: keep records free of pointers", f.Name, f.Type)
 		}
+	}
+}
+
+// TestGCMeter: collections during a measurement are counted, with the
+// collector's share of the CPU and the heap they left live.
+func TestGCMeter(t *testing.T) {
+	var m GCMeter
+	if m.Stop() != nil {
+		t.Fatal("a meter never started measured something")
+	}
+	keep := make([][]byte, 0, 64)
+	m.Start()
+	for range 3 {
+		for range 2000 {
+			_ = make([]byte, 4096) // garbage
+		}
+		keep = append(keep, make([]byte, 1<<20))
+		runtime.GC()
+	}
+	g := m.Stop()
+	runtime.KeepAlive(keep)
+	if g == nil || g.Cycles < 3 || g.CPUShare < 0 || g.CPUShare > 1 || g.LiveMB < 3 {
+		t.Fatalf("after 3 forced collections with 3 MiB kept: %+v", g)
+	}
+	r := &Result{Seconds: 2, GC: g}
+	if n := r.gcNote(); !strings.Contains(n, fmt.Sprintf("%d cycles", g.Cycles)) || !strings.Contains(n, "live heap") {
+		t.Errorf("note: %q", n)
 	}
 }

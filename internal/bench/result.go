@@ -55,6 +55,9 @@ type Result struct {
 	// server) and by the whole machine (the database server too).
 	CPUProcess float64 `json:"cpu_process_cores,omitempty"`
 	CPUMachine float64 `json:"cpu_machine_cores,omitempty"`
+	// GC is what this process's garbage collector did during the
+	// measured phase.
+	GC *GC `json:"gc,omitempty"`
 	// Timeline counts successes in each whole second of the measured phase.
 	Timeline []int64 `json:"ok_per_second,omitempty"`
 	// FirstTen and LastTen are the ok/s of the first and the last 10 s of
@@ -221,6 +224,9 @@ func (rep *Report) WriteText(w io.Writer) {
 		if r.StatementsPerOK > 0 {
 			fmt.Fprintf(w, "  SQL statements per ok request %.1f, commands per commit %.1f\n", r.StatementsPerOK, r.CommandsPerCommit)
 		}
+		if n := r.gcNote(); n != "" {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
 		if r.RatioHTTP != nil || r.RatioDB != nil || r.RatioFsync != nil || r.RatioTx != nil {
 			fmt.Fprintf(w, "  ratio to floor: fsync %s, tx %s, http %s, db %s\n", ratio(r.RatioFsync), ratio(r.RatioTx),
 				ratio(r.RatioHTTP), ratio(r.RatioDB))
@@ -303,6 +309,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, d))
 		}
 		if n := r.sendLagNote(); n != "" {
+			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
+		}
+		if n := r.gcNote(); n != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
 		}
 		if r.LatencyOf != "" {

@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"fmt"
+	"runtime/metrics"
+)
+
+// GC is what the garbage collector of this process (the generator and the
+// in-process server) did during a measured phase. Every open loop's tail
+// passes through it: a collection takes CPU from the handlers for its
+// mark phase, and the latency of the requests queued meanwhile shows it.
+type GC struct {
+	// Cycles is the collections completed during the phase.
+	Cycles uint64 `json:"cycles"`
+	// CPUShare is the collector's share of the process's CPU time (its
+	// mark workers, the assists of allocating goroutines, its pauses).
+	CPUShare float64 `json:"cpu_share"`
+	// LiveMB is the heap that survived the last collection of the phase:
+	// what each collection marks.
+	LiveMB float64 `json:"live_heap_mb"`
+}
+
+// gcSamples are the runtime/metrics the meter reads, in this order.
+var gcSamples = []string{"/gc/cycles/total:gc-cycles", "/cpu/classes/gc/total:cpu-seconds",
+	"/cpu/classes/total:cpu-seconds", "/gc/heap/live:bytes", "/cpu/classes/idle:cpu-seconds"}
+
+// GCMeter measures the garbage collector between Start and Stop.
+type GCMeter struct{ start []metrics.Sample }
+
+func readGC() []metrics.Sample {
+	s := make([]metrics.Sample, len(gcSamples))
+	for i, name := range gcSamples {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	return s
+}
+
+// Start begins a measurement.
+func (m *GCMeter) Start() { m.start = readGC() }
+
+// Stop returns what the collector did since Start (nil without a Start).
+func (m *GCMeter) Stop() *GC {
+	if m.start == nil {
+		return nil
+	}
+	end := readGC()
+	u := func(s []metrics.Sample, i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	f := func(s []metrics.Sample, i int) float64 {
+		if s[i].Value.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return s[i].Value.Float64()
+	}
+	g := &GC{Cycles: u(end, 0) - u(m.start, 0), LiveMB: float64(u(end, 3)) / (1 << 20)}
+	// The runtime's total is GOMAXPROCS over the wall clock; without its
+	// idle time, it is what the process's Go code and runtime used.
+	if used := f(end, 2) - f(m.start, 2) - (f(end, 4) - f(m.start, 4)); used > 0 {
+		g.CPUShare = (f(end, 1) - f(m.start, 1)) / used
+	}
+	return g
+}
+
+// gcNote describes r's garbage collection, or "".
+func (r *Result) gcNote() string {
+	if r.GC == nil || r.Seconds <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("garbage collection: %d cycles (%.1f a second), %.1f %% of the process's CPU, live heap %.0f MB at the end",
+		r.GC.Cycles, float64(r.GC.Cycles)/r.Seconds, 100*r.GC.CPUShare, r.GC.LiveMB)
+}
