@@ -20,9 +20,22 @@ type GC struct {
 	LiveMB float64 `json:"live_heap_mb"`
 }
 
-// gcSamples are the runtime/metrics the meter reads, in this order.
-var gcSamples = []string{"/gc/cycles/total:gc-cycles", "/cpu/classes/gc/total:cpu-seconds",
-	"/cpu/classes/total:cpu-seconds", "/gc/heap/live:bytes", "/cpu/classes/idle:cpu-seconds"}
+// gcSamples are the runtime/metrics the meter reads, at the indexes below.
+var gcSamples = []string{
+	gcCycles:  "/gc/cycles/total:gc-cycles",
+	gcCPU:     "/cpu/classes/gc/total:cpu-seconds",
+	totalCPU:  "/cpu/classes/total:cpu-seconds",
+	idleCPU:   "/cpu/classes/idle:cpu-seconds",
+	liveBytes: "/gc/heap/live:bytes",
+}
+
+const (
+	gcCycles = iota
+	gcCPU
+	totalCPU
+	idleCPU
+	liveBytes
+)
 
 // GCMeter measures the garbage collector between Start and Stop.
 type GCMeter struct{ start []metrics.Sample }
@@ -57,11 +70,12 @@ func (m *GCMeter) Stop() *GC {
 		}
 		return s[i].Value.Float64()
 	}
-	g := &GC{Cycles: u(end, 0) - u(m.start, 0), LiveMB: float64(u(end, 3)) / (1 << 20)}
+	g := &GC{Cycles: u(end, gcCycles) - u(m.start, gcCycles), LiveMB: float64(u(end, liveBytes)) / (1 << 20)}
 	// The runtime's total is GOMAXPROCS over the wall clock; without its
 	// idle time, it is what the process's Go code and runtime used.
-	if used := f(end, 2) - f(m.start, 2) - (f(end, 4) - f(m.start, 4)); used > 0 {
-		g.CPUShare = (f(end, 1) - f(m.start, 1)) / used
+	delta := func(i int) float64 { return f(end, i) - f(m.start, i) }
+	if used := delta(totalCPU) - delta(idleCPU); used > 0 {
+		g.CPUShare = delta(gcCPU) / used
 	}
 	return g
 }

@@ -93,10 +93,8 @@ type sample struct {
 // pointers (record, outcomes interned), in chunks of a fixed size: the
 // generator shares the server's process and garbage collector, and a
 // slice of samples, each with an Outcome's two strings, was memory every
-// collection scanned again, growing with the run. A 30 s open loop of
-// create-payment at 2,900 a second ended with a live heap of 51 MB (11 MB
-// after 2 s) and a mark phase of 46 ms (8 ms), and its p99 grew with the
-// length of the run.
+// collection scanned again, growing with the run: 72 bytes a request,
+// 72 MB by the end of a 60 s closed loop of status at 17,000 a second.
 type recorder struct {
 	start    time.Time
 	mu       sync.Mutex
