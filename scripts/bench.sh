@@ -194,8 +194,9 @@ flight (closed loop). The generator runs in the server's process, on the same CP
 notes tell how late it sent its requests itself (the share sent more than 1 ms after their time,
 the send lag's p99) and the latency from the actual send; the aims are judged from the intended time. Each
 scenario's notes also tell what the process's garbage collector did during it, which the
-generator and the server share: its cycles, its share of the process's CPU, and the heap
-left live at the end. \`xaalis bench -h\` lists every flag. Columns: ok/s counts successful
+generator and the server share: its cycles, its share of the process's CPU, the heap
+left live at the end, and the heap allocated a request (the collections' cause; unlike a
+p99 it varies little from run to run, so two builds compare on it). \`xaalis bench -h\` lists every flag. Columns: ok/s counts successful
 answers; p50…p99.9 are per request, in milliseconds.
 
 ## SQLite

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"runtime"
 	"slices"
@@ -283,7 +284,8 @@ func TestRecordHasNoPointers(t *testing.T) {
 }
 
 // TestGCMeter: collections during a measurement are counted, with the
-// collector's share of the CPU and the heap they left live.
+// collector's share of the CPU, the heap they left live and what was
+// allocated.
 func TestGCMeter(t *testing.T) {
 	var m GCMeter
 	if m.Stop() != nil {
@@ -293,7 +295,7 @@ func TestGCMeter(t *testing.T) {
 	m.Start()
 	for range 3 {
 		for range 2000 {
-			_ = make([]byte, 4096) // garbage
+			gcSink = make([]byte, 4096) // garbage, on the heap
 		}
 		keep = append(keep, make([]byte, 1<<20))
 		runtime.GC()
@@ -303,8 +305,52 @@ func TestGCMeter(t *testing.T) {
 	if g == nil || g.Cycles < 3 || g.CPUShare < 0 || g.CPUShare > 1 || g.LiveMB < 3 {
 		t.Fatalf("after 3 forced collections with 3 MiB kept: %+v", g)
 	}
-	r := &Result{Seconds: 2, GC: g}
-	if n := r.gcNote(); !strings.Contains(n, fmt.Sprintf("%d cycles", g.Cycles)) || !strings.Contains(n, "live heap") {
+	// 3 MiB kept and 6,000 blocks of 4 KiB dropped: at least 27 MiB.
+	if want := uint64(3<<20 + 6000*4096); g.AllocBytes < want {
+		t.Fatalf("allocated %d bytes, want at least %d", g.AllocBytes, want)
+	}
+	r := &Result{Seconds: 2, Requests: 1000, GC: g}
+	n := r.gcNote()
+	if !strings.Contains(n, fmt.Sprintf("%d cycles", g.Cycles)) || !strings.Contains(n, "live heap") {
 		t.Errorf("note: %q", n)
+	}
+	if want := fmt.Sprintf("%.1f KB allocated a request", float64(g.AllocBytes)/1000/1000); !strings.Contains(n, want) {
+		t.Errorf("note %q lacks %q", n, want)
+	}
+}
+
+// gcSink keeps TestGCMeter's garbage from being allocated on the stack.
+var gcSink []byte
+
+// TestAPIDoReadsBody: an answer is read whole, with a Content-Length or
+// without one (chunked), empty or not.
+func TestAPIDoReadsBody(t *testing.T) {
+	big := strings.Repeat("x", 5000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/sized":
+			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+			w.Write([]byte(big))
+		case "/chunked":
+			w.Write([]byte(big[:2000]))
+			w.(http.Flusher).Flush()
+			w.Write([]byte(big[2000:]))
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	defer srv.Close()
+	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+	for _, c := range []struct {
+		path string
+		want string
+	}{{"/sized", big}, {"/chunked", big}, {"/empty", ""}} {
+		rep, err := api.Do(context.Background(), "GET", c.path, "k", "", nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if string(rep.Body) != c.want {
+			t.Errorf("%s: body of %d bytes, want %d", c.path, len(rep.Body), len(c.want))
+		}
 	}
 }
