@@ -102,6 +102,15 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 		if err != nil || byRef.ID != x.ID {
 			return fmt.Errorf("by merchant_ref: %v", err)
 		}
+		// A publishable key's merchant_refs are a namespace of their own.
+		for _, c := range []struct {
+			kt  xaalis.KeyType
+			ref string
+		}{{xaalis.KeyPublishable, "order-1"}, {xaalis.KeySecret, "order-2"}} {
+			if _, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, c.kt, c.ref); !errors.Is(err, xaalis.ErrNotFound) {
+				return fmt.Errorf("by merchant_ref %s with a %s key: %v, want not_found", c.ref, c.kt, err)
+			}
+		}
 		c, err := tx.UpsertCustomer(ctx, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
 			Phone: "+221770000010", CreatedAt: t0, UpdatedAt: t0})
 		if err != nil {
