@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -323,10 +324,12 @@ func TestGCMeter(t *testing.T) {
 var gcSink []byte
 
 // TestAPIDoReadsBody: an answer is read whole, with a Content-Length or
-// without one (chunked), empty or not.
+// without one (chunked), empty or not, and its connection serves the next
+// request.
 func TestAPIDoReadsBody(t *testing.T) {
 	big := strings.Repeat("x", 5000)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/sized":
 			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
@@ -339,12 +342,18 @@ func TestAPIDoReadsBody(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		}
 	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
 	defer srv.Close()
 	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
 	for _, c := range []struct {
 		path string
 		want string
-	}{{"/sized", big}, {"/chunked", big}, {"/empty", ""}} {
+	}{{"/sized", big}, {"/sized", big}, {"/chunked", big}, {"/empty", ""}, {"/sized", big}} {
 		rep, err := api.Do(context.Background(), "GET", c.path, "k", "", nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.path, err)
@@ -352,5 +361,8 @@ func TestAPIDoReadsBody(t *testing.T) {
 		if string(rep.Body) != c.want {
 			t.Errorf("%s: body of %d bytes, want %d", c.path, len(rep.Body), len(c.want))
 		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("five requests one after another opened %d connections, want 1", n)
 	}
 }

@@ -102,7 +102,8 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 		if err != nil || byRef.ID != x.ID {
 			return fmt.Errorf("by merchant_ref: %v", err)
 		}
-		// A publishable key's merchant_refs are a namespace of their own.
+		// A merchant_ref under the other key type (a namespace of its
+		// own), or one never used, is not found.
 		for _, c := range []struct {
 			kt  xaalis.KeyType
 			ref string
