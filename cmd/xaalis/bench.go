@@ -43,6 +43,7 @@ type benchOptions struct {
 	drainDuration time.Duration
 	dispatchEvery time.Duration
 	cpuprofile    string
+	memprofile    string
 	freshSchema   bool
 	floors        bool
 	targetCheck   bool
@@ -72,6 +73,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	drainDuration := fs.Duration("drain-duration", 0, "webhook-drain: measured time of producing events (0: --duration); its p99 rests on the 1 % slowest events, so more events measure it better")
 	dispatch := fs.Duration("dispatch-interval", time.Second, "in-process server: how often the webhook dispatcher polls (serve's is 1s)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase of create-payment (or of the one scenario run) to FILE")
+	memprofile := fs.String("memprofile", "", "write where the measured phase of create-payment (or of the one scenario run) allocated to FILE, a pprof profile (go tool pprof -sample_index=alloc_space FILE)")
 	freshSchema := fs.Bool("fresh-schema", false, "PostgreSQL: run in a new schema, dropped afterwards")
 	floors := fs.Bool("floors", true, "measure the floors first (floor-fsync, floor-tx, floor-http, floor-db), for the ratios")
 	targetCheck := fs.Bool("target-check", true, fmt.Sprintf("after create-payment, drive it open loop at %.1f × its saturation for its latency", bench.OpenFraction))
@@ -90,7 +92,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 		return usagef("bench: unexpected argument %q", fs.Arg(0))
 	}
 	o := benchOptions{dbURL: *db, target: *target, apiKey: *apiKey, seed: *seed, drainTimeout: *drain, drainRate: *drainRate, drainDuration: *drainDuration,
-		dispatchEvery: *dispatch, cpuprofile: *cpuprofile, freshSchema: *freshSchema, floors: *floors,
+		dispatchEvery: *dispatch, cpuprofile: *cpuprofile, memprofile: *memprofile, freshSchema: *freshSchema, floors: *floors,
 		targetCheck: *targetCheck, configPath: *configPath, out: *out, format: "text", big: *big, bigDuration: *bigDuration}
 	o.load = bench.Load{Rate: *rate, Concurrency: *conc, Duration: *duration, MaxRequests: *maxReq, Warmup: *warmup}
 	switch {
@@ -286,6 +288,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		stopProfile := func() {}
 		var cpu bench.CPUMeter
 		var gc bench.GCMeter
+		var allocs bench.AllocProfile
 		var stats0 xaalis.StoreStats
 		counts, _ := tgt.store.(xaalis.StatsReporter)
 		load.OnMeasure = func() {
@@ -297,7 +300,10 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 			}
 			cpu.Start()
 			gc.Start()
-			if profile {
+			if profile && o.memprofile != "" {
+				allocs.Start()
+			}
+			if profile && o.cpuprofile != "" {
 				f, err := os.Create(o.cpuprofile)
 				if err != nil {
 					profErr = err
@@ -326,14 +332,22 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		if profErr != nil {
 			return nil, fmt.Errorf("cpu profile: %w", profErr)
 		}
+		if profile && o.memprofile != "" {
+			if err := writeAllocs(&allocs, o.memprofile); err != nil {
+				return nil, err
+			}
+		}
 		r.Scenario, r.Backend, r.Notes = label, rep.Backend, append(r.Notes, p.Notes...)
 		if p.After != nil {
 			if err := p.After(ctx, r); err != nil {
 				return nil, fmt.Errorf("%s: %w", label, err)
 			}
 		}
-		if profile {
+		if profile && o.cpuprofile != "" {
 			r.Notes = append(r.Notes, "CPU profile of the measured phase: "+o.cpuprofile)
+		}
+		if profile && o.memprofile != "" {
+			r.Notes = append(r.Notes, "allocation profile of the measured phase: "+o.memprofile)
 		}
 		if name == bench.WebhookDrain && o.target == "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("the dispatcher is woken by each commit and polls every %s as a fallback; its retries "+
@@ -401,7 +415,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		if bench.IsFloor(name) {
 			continue
 		}
-		profile := o.cpuprofile != "" && !profiled && (name == bench.CreatePayment || len(o.scenarios) == 1)
+		profile := (o.cpuprofile != "" || o.memprofile != "") && !profiled && (name == bench.CreatePayment || len(o.scenarios) == 1)
 		profiled = profiled || profile
 		load := o.load
 		if name == bench.WebhookDrain && o.drainRate > 0 {
@@ -761,4 +775,20 @@ func describeOptions(o benchOptions) string {
 		parts = append(parts, "--database-url "+o.dbURL)
 	}
 	return strings.Join(parts, " ")
+}
+
+// writeAllocs writes what was allocated since a's Start to the file path.
+func writeAllocs(a *bench.AllocProfile, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("allocation profile: %w", err)
+	}
+	if err := a.Stop(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("allocation profile: %w", err)
+	}
+	return nil
 }

@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/xaalis/xaalis/internal/bench"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
@@ -42,11 +45,41 @@ func wantMeasured(t *testing.T, r *bench.Result) {
 	}
 }
 
+// wantAllocProfile: --memprofile wrote a profile of what the handlers
+// allocated during r's measured phase, and r's notes name it.
+func wantAllocProfile(t *testing.T, r *bench.Result, path string) {
+	t.Helper()
+	if r == nil || !slices.Contains(r.Notes, "allocation profile of the measured phase: "+path) {
+		t.Fatalf("create-payment's notes do not name the allocation profile: %+v", r)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("--memprofile wrote no profile: %v", err)
+	}
+	for _, s := range p.Sample {
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				if strings.Contains(ln.Function.Name, "handlePaymentCreate") {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("the allocation profile (%d samples) has no allocation under the payment handler", len(p.Sample))
+}
+
 func TestBenchShortRun(t *testing.T) {
 	t.Parallel()
-	db := "sqlite://" + filepath.Join(t.TempDir(), "bench.db")
+	dir := t.TempDir()
+	db, memprofile := "sqlite://"+filepath.Join(dir, "bench.db"), filepath.Join(dir, "allocs.pprof")
 	rep := benchRun(t, "--scenario", "create-payment,status,list,payout", "--database-url", db,
-		"--duration", "500ms", "--warmup", "100ms", "--concurrency", "4", "--seed", "40")
+		"--duration", "500ms", "--warmup", "100ms", "--concurrency", "4", "--seed", "40", "--memprofile", memprofile)
+	wantAllocProfile(t, rep.Find(bench.CreatePayment), memprofile)
 
 	if rep.Backend != "sqlite" || rep.DB.Settings["synchronous"] != "1 (NORMAL, the WAL fdatasynced before every answer)" {
 		t.Errorf("backend %q, settings %v: want sqlite with its writer's synchronous NORMAL and the syncer", rep.Backend, rep.DB.Settings)

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -364,5 +368,63 @@ func TestAPIDoReadsBody(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("five requests one after another opened %d connections, want 1", n)
+	}
+}
+
+// TestAllocProfile: the profile holds what was allocated between Start
+// and Stop, not what was allocated before.
+func TestAllocProfile(t *testing.T) {
+	var a AllocProfile
+	if err := a.Stop(io.Discard); err == nil {
+		t.Fatal("a profile never started wrote something")
+	}
+	allocBefore(32)
+	runtime.GC() // publishes allocBefore's allocations before Start
+	a.Start()
+	allocDuring(32) // published by Stop's own collection
+	var b bytes.Buffer
+	if err := a.Stop(&b); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := -1
+	for i, st := range p.SampleType {
+		if st.Type == "alloc_space" {
+			space = i
+		}
+	}
+	if space < 0 {
+		t.Fatalf("no alloc_space in %v", p.SampleType)
+	}
+	by := map[string]int64{}
+	for _, s := range p.Sample {
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				if n := ln.Function.Name; strings.HasSuffix(n, ".allocBefore") || strings.HasSuffix(n, ".allocDuring") {
+					by[n[strings.LastIndex(n, ".")+1:]] += s.Value[space]
+				}
+			}
+		}
+	}
+	// 32 MiB in blocks of 64 KiB, sampled every 512 KiB on average.
+	if by["allocDuring"] < 16<<20 || by["allocBefore"] != 0 {
+		t.Fatalf("alloc_space by function %v: want allocDuring about 32 MiB and allocBefore nothing", by)
+	}
+}
+
+//go:noinline
+func allocBefore(mib int) {
+	for range mib * 16 {
+		gcSink = make([]byte, 64<<10)
+	}
+}
+
+//go:noinline
+func allocDuring(mib int) {
+	for range mib * 16 {
+		gcSink = make([]byte, 64<<10)
 	}
 }
