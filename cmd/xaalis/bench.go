@@ -289,6 +289,8 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		var cpu bench.CPUMeter
 		var gc bench.GCMeter
 		var allocs bench.AllocProfile
+		// The scenario profiled writes the profiles asked for.
+		cpuProfile, memProfile := profile && o.cpuprofile != "", profile && o.memprofile != ""
 		var stats0 xaalis.StoreStats
 		counts, _ := tgt.store.(xaalis.StatsReporter)
 		load.OnMeasure = func() {
@@ -300,10 +302,10 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 			}
 			cpu.Start()
 			gc.Start()
-			if profile && o.memprofile != "" {
+			if memProfile {
 				allocs.Start()
 			}
-			if profile && o.cpuprofile != "" {
+			if cpuProfile {
 				f, err := os.Create(o.cpuprofile)
 				if err != nil {
 					profErr = err
@@ -332,7 +334,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		if profErr != nil {
 			return nil, fmt.Errorf("cpu profile: %w", profErr)
 		}
-		if profile && o.memprofile != "" {
+		if memProfile {
 			if err := writeAllocs(&allocs, o.memprofile); err != nil {
 				return nil, err
 			}
@@ -343,10 +345,10 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 				return nil, fmt.Errorf("%s: %w", label, err)
 			}
 		}
-		if profile && o.cpuprofile != "" {
+		if cpuProfile {
 			r.Notes = append(r.Notes, "CPU profile of the measured phase: "+o.cpuprofile)
 		}
-		if profile && o.memprofile != "" {
+		if memProfile {
 			r.Notes = append(r.Notes, "allocation profile of the measured phase: "+o.memprofile)
 		}
 		if name == bench.WebhookDrain && o.target == "" {
