@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
@@ -30,18 +31,13 @@ type listEnvelope struct {
 func encodeRecord(v any, live bool) ([]byte, error) {
 	if t, ok := v.(*xaalis.Transaction); ok && t != nil {
 		// Every payment's answer, on the writer's path (the commit hook
-		// stores it): a transaction's MarshalJSON returns json.Marshal's
-		// own output, compact and HTML-escaped, so spliced into the
-		// envelope as is it gives the bytes json.Marshal of the envelope
-		// would, without the second pass json.Marshal makes over a
-		// Marshaler's output to check and compact it
-		// (TestEncodeRecordTransaction).
-		data, err := t.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		b := make([]byte, 0, len(data)+len(`{"data":,"livemode":false}`)+1)
-		b = append(append(append(b, `{"data":`...), data...), `,"livemode":`...)
+		// stores it): a transaction's JSON is json.Marshal's own output,
+		// compact and HTML-escaped, so written inside the envelope as is
+		// it gives the bytes json.Marshal of the envelope would, without
+		// the second pass json.Marshal makes over a Marshaler's output to
+		// check and compact it (TestEncodeRecordTransaction).
+		b := t.AppendJSON(append(make([]byte, 0, 1280), `{"data":`...))
+		b = append(b, `,"livemode":`...)
 		return append(strconv.AppendBool(b, live), "}\n"...), nil
 	}
 	b, err := json.Marshal(recordEnvelope{Data: v, Livemode: live})
@@ -73,7 +69,39 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, items any, p xaali
 	if rv := reflect.ValueOf(items); rv.Kind() == reflect.Slice && rv.IsNil() {
 		items = []struct{}{} // an empty page is [], never null
 	}
-	writeJSON(w, http.StatusOK, listEnvelope{Data: items, Pagination: p, Livemode: principal(r).Mode().Live()})
+	b, err := encodeList(items, p, principal(r).Mode().Live())
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	writeBytes(w, http.StatusOK, b)
+}
+
+// encodeList writes a page as json.Marshal of its listEnvelope would,
+// with a newline. A page of transactions, the lists merchants poll,
+// writes each record's JSON into the envelope: json.Marshal would
+// scan every record's bytes again to check and compact them, which cost
+// more than writing them (TestEncodeRecordTransaction).
+func encodeList(items any, p xaalis.Pagination, live bool) ([]byte, error) {
+	txs, ok := items.([]*xaalis.Transaction)
+	if !ok || slices.Contains(txs, nil) {
+		b, err := json.Marshal(listEnvelope{Data: items, Pagination: p, Livemode: live})
+		return append(b, '\n'), err
+	}
+	pg, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 1100*len(txs)+len(pg)+64)
+	b = append(b, `{"data":[`...)
+	for i, t := range txs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = t.AppendJSON(b)
+	}
+	b = append(append(append(b, `],"pagination":`...), pg...), `,"livemode":`...)
+	return append(strconv.AppendBool(b, live), "}\n"...), nil
 }
 
 // decode reads a JSON object body into v. An empty body is an empty

@@ -66,6 +66,32 @@ func TestEncodeRecordTransaction(t *testing.T) {
 			}
 		})
 	}
+	// A page of transactions, written by encodeList around each record's
+	// own JSON, is json.Marshal's envelope to the byte; so are the pages
+	// it leaves to json.Marshal.
+	pg := xaalis.NewPagination(xaalis.PageRequest{Page: 2, PerPage: 3}, 7)
+	for name, items := range map[string]any{
+		"transactions":        []*xaalis.Transaction{full, {ID: "x", Type: xaalis.TypePayout, Status: xaalis.StatusFailed}, full},
+		"one transaction":     []*xaalis.Transaction{full},
+		"no transaction":      []*xaalis.Transaction{},
+		"a nil transaction":   []*xaalis.Transaction{full, nil},
+		"other records":       []*xaalis.Customer{{ID: "cus_1", Phone: "+221770000001", Name: "<Awa>"}},
+		"no record of a kind": []struct{}{},
+	} {
+		for _, live := range []bool{false, true} {
+			got, err := encodeList(items, pg, live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(listEnvelope{Data: items, Pagination: pg, Livemode: live})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want = append(want, '\n'); !bytes.Equal(got, want) {
+				t.Fatalf("%s: encodeList:\n%s\njson.Marshal of the envelope:\n%s", name, got, want)
+			}
+		}
+	}
 	// A nil transaction takes json.Marshal's way: "data": null.
 	got, err := encodeRecord((*xaalis.Transaction)(nil), false)
 	if err != nil || string(got) != "{\"data\":null,\"livemode\":false}\n" {
