@@ -36,7 +36,7 @@ func encodeRecord(v any, live bool) ([]byte, error) {
 		// it gives the bytes json.Marshal of the envelope would, without
 		// the second pass json.Marshal makes over a Marshaler's output to
 		// check and compact it (TestEncodeRecordTransaction).
-		b := t.AppendJSON(append(make([]byte, 0, 1280), `{"data":`...))
+		b := t.AppendJSON(append(make([]byte, 0, 2048), `{"data":`...))
 		b = append(b, `,"livemode":`...)
 		return append(strconv.AppendBool(b, live), "}\n"...), nil
 	}

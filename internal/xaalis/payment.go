@@ -436,6 +436,11 @@ func (a *App) price(t *Transaction, m *Merchant) error {
 
 // inXOF is an amount's worth in whole XOF units, for limits.
 func (a *App) inXOF(x Amount) (int64, error) {
+	if x.Currency == XOF {
+		// What Convert gives at the rate of 1 Rate returns, without the
+		// big.Rat arithmetic: four times on every payment's path.
+		return x.Minor / 100, nil
+	}
 	rate, ok := a.Config.Rate(x.Currency, XOF)
 	if !ok {
 		return 0, &Error{Code: EValidation, Fields: ValidationErrors{"currency": {"no exchange rate to XOF"}}}
@@ -621,7 +626,7 @@ func (a *App) prefetchVolumes(ctx context.Context, m *Merchant, t *Transaction, 
 	if err != nil {
 		return ctx // the checks read them one by one, and report the error
 	}
-	got := make(map[string]int64, len(qs))
+	got := make(map[volumeQueryKey]int64, len(qs))
 	for i, q := range qs {
 		got[q.key()] = vs[i]
 	}
@@ -630,7 +635,7 @@ func (a *App) prefetchVolumes(ctx context.Context, m *Merchant, t *Transaction, 
 
 // volume reads a volume, from the prefetched ones when ctx has it.
 func (a *App) volume(ctx context.Context, q VolumeQuery) (int64, error) {
-	if got, ok := ctx.Value(volumesKey{}).(map[string]int64); ok {
+	if got, ok := ctx.Value(volumesKey{}).(map[volumeQueryKey]int64); ok {
 		if v, ok := got[q.key()]; ok {
 			return v, nil
 		}

@@ -3,7 +3,6 @@ package xaalis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/xaalis/xaalis/internal/ledger"
@@ -309,9 +308,15 @@ type VolumeQuery struct {
 // that nobody can fill another's ceiling with payments never paid.
 const PendingHold = 30 * time.Minute
 
-// key identifies what a query reads, at the counters' granularity.
-func (q VolumeQuery) key() string {
-	return fmt.Sprintf("%s|%d|%d", q.Scope(), VolumeDay(q.Since), q.FirstHoldMinute())
+// volumeQueryKey identifies what a volume query reads, at the counters'
+// granularity.
+type volumeQueryKey struct {
+	scope       string
+	day, minute int64
+}
+
+func (q VolumeQuery) key() volumeQueryKey {
+	return volumeQueryKey{q.Scope(), VolumeDay(q.Since), q.FirstHoldMinute()}
 }
 
 // Scope names the volume counter the query reads.

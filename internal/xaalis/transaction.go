@@ -201,7 +201,7 @@ type transactionJSON struct {
 // hundred; json.Marshal's reflection took 13 µs a record there
 // (TestTransactionJSONAsMarshal holds the two to the same bytes).
 func (t *Transaction) MarshalJSON() ([]byte, error) {
-	return t.AppendJSON(make([]byte, 0, 1024)), nil
+	return t.AppendJSON(make([]byte, 0, 2048)), nil
 }
 
 // jsonRecord is the record as json.Marshal renders it: the reference
