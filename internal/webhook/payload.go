@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -45,29 +46,36 @@ func Payload(format xaalis.PayloadFormat, ev *xaalis.Event) ([]byte, error) {
 	if len(record) == 0 || bytes.Equal(record, []byte("null")) {
 		record = []byte("{}")
 	}
-	fields, err := decodeObject(record)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: event %s: record is not a JSON object", ev.ID)
-	}
-	ref := merchantReference(fields)
 	switch format {
 	case xaalis.FormatLegacy:
-		return legacy(ev, fields, ref)
+		fields, err := decodeObject(record)
+		if err != nil {
+			return nil, notObject(ev)
+		}
+		return legacy(ev, fields, merchantReference(fields.get))
 	case xaalis.Format20260601, "":
-		return modern(ev, record, ref)
+		return modern(ev, record)
 	default:
+		if _, err := decodeObject(record); err != nil {
+			return nil, notObject(ev)
+		}
 		return nil, fmt.Errorf("webhook: unknown payload format %q", format)
 	}
+}
+
+func notObject(ev *xaalis.Event) error {
+	return fmt.Errorf("webhook: event %s: record is not a JSON object", ev.ID)
 }
 
 var jsonNull = json.RawMessage("null")
 
 // merchantReference is the record's merchant_reference, else its
-// merchant_ref, as a JSON string, or null.
-func merchantReference(fields *object) json.RawMessage {
+// merchant_ref, as a JSON string, or null; get reads a field of the
+// record.
+func merchantReference(get func(string) json.RawMessage) json.RawMessage {
 	for _, k := range []string{"merchant_reference", "merchant_ref"} {
 		var s *string
-		if json.Unmarshal(fields.get(k), &s) == nil && s != nil && *s != "" {
+		if json.Unmarshal(get(k), &s) == nil && s != nil && *s != "" {
 			b, _ := json.Marshal(*s)
 			return b
 		}
@@ -211,35 +219,34 @@ func decodeObject(raw []byte) (*object, error) {
 	return o, nil
 }
 
-type eventRequest struct {
-	ID             *string `json:"id"`
-	IdempotencyKey *string `json:"idempotency_key"`
-}
-
-type eventData struct {
-	ID                string          `json:"id"`
-	MerchantReference json.RawMessage `json:"merchant_reference"`
-	Object            json.RawMessage `json:"object"`
-}
-
-type event20260601 struct {
-	ID              string       `json:"id"`
-	Object          string       `json:"object"`
-	Type            string       `json:"type"`
-	APIVersion      string       `json:"api_version"`
-	Created         int64        `json:"created"`
-	Livemode        bool         `json:"livemode"`
-	PendingWebhooks int          `json:"pending_webhooks"`
-	Request         eventRequest `json:"request"`
-	Sequence        int64        `json:"sequence"`
-	Data            eventData    `json:"data"`
-}
-
-func modern(ev *xaalis.Event, record json.RawMessage, ref json.RawMessage) ([]byte, error) {
-	return json.Marshal(event20260601{
-		ID: ev.ID, Object: "event", Type: ev.Type, APIVersion: APIVersion,
-		Created: ev.CreatedAt.Unix(), Livemode: ev.Mode.Live(), PendingWebhooks: 1,
-		Sequence: ev.Seq,
-		Data:     eventData{ID: ev.ID, MerchantReference: ref, Object: record},
-	})
+// modern writes the 2026-06-01 payload: the bytes json.Marshal gives of
+// the event's envelope around the record, written by hand around it. Every
+// delivery and every event of the stream renders one, and reading the
+// record's fields one by one with a json.Decoder (as the legacy format
+// must, to reorder them) took four fifths of its 95 µs; the record is
+// only read for its merchant reference (TestPayload20260601AsMarshal).
+func modern(ev *xaalis.Event, record json.RawMessage) ([]byte, error) {
+	var fields map[string]json.RawMessage // exact keys, the last of a repeated one
+	if err := json.Unmarshal(record, &fields); err != nil || fields == nil {
+		return nil, notObject(ev)
+	}
+	ref := merchantReference(func(k string) json.RawMessage { return fields[k] })
+	// As json.Marshal writes a json.RawMessage: compact, HTML-escaped.
+	object, err := json.Marshal(record)
+	if err != nil {
+		return nil, notObject(ev)
+	}
+	id := mustJSON(ev.ID)
+	b := make([]byte, 0, len(object)+2*len(id)+len(ev.Type)+256)
+	b = append(append(b, `{"id":`...), id...)
+	b = append(append(b, `,"object":"event","type":`...), mustJSON(ev.Type)...)
+	b = append(append(b, `,"api_version":`...), mustJSON(APIVersion)...)
+	b = strconv.AppendInt(append(b, `,"created":`...), ev.CreatedAt.Unix(), 10)
+	b = strconv.AppendBool(append(b, `,"livemode":`...), ev.Mode.Live())
+	b = append(b, `,"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"sequence":`...)
+	b = strconv.AppendInt(b, ev.Seq, 10)
+	b = append(append(b, `,"data":{"id":`...), id...)
+	b = append(append(b, `,"merchant_reference":`...), ref...)
+	b = append(append(b, `,"object":`...), object...)
+	return append(b, "}}"...), nil
 }
