@@ -92,7 +92,7 @@ func encodeList(items any, p xaalis.Pagination, live bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 1100*len(txs)+len(pg)+64)
+	b := make([]byte, 0, 1536*len(txs)+len(pg)+64)
 	b = append(b, `{"data":[`...)
 	for i, t := range txs {
 		if i > 0 {
