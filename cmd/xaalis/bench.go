@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,7 @@ type benchOptions struct {
 	dispatchEvery time.Duration
 	cpuprofile    string
 	memprofile    string
+	trace         string
 	freshSchema   bool
 	floors        bool
 	targetCheck   bool
@@ -74,6 +76,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	dispatch := fs.Duration("dispatch-interval", time.Second, "in-process server: how often the webhook dispatcher polls (serve's is 1s)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase of create-payment (or of the one scenario run) to FILE")
 	memprofile := fs.String("memprofile", "", "write where the measured phase of create-payment (or of the one scenario run) allocated to FILE, a pprof profile (go tool pprof -sample_index=alloc_space FILE)")
+	traceFile := fs.String("trace", "", "write an execution trace of the measured phase of create-payment (or of the one scenario run) to FILE (go tool trace FILE; -pprof=sched for the waits for a CPU)")
 	freshSchema := fs.Bool("fresh-schema", false, "PostgreSQL: run in a new schema, dropped afterwards")
 	floors := fs.Bool("floors", true, "measure the floors first (floor-fsync, floor-tx, floor-http, floor-db), for the ratios")
 	targetCheck := fs.Bool("target-check", true, fmt.Sprintf("after create-payment, drive it open loop at %.1f × its saturation for its latency", bench.OpenFraction))
@@ -92,7 +95,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 		return usagef("bench: unexpected argument %q", fs.Arg(0))
 	}
 	o := benchOptions{dbURL: *db, target: *target, apiKey: *apiKey, seed: *seed, drainTimeout: *drain, drainRate: *drainRate, drainDuration: *drainDuration,
-		dispatchEvery: *dispatch, cpuprofile: *cpuprofile, memprofile: *memprofile, freshSchema: *freshSchema, floors: *floors,
+		dispatchEvery: *dispatch, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *traceFile, freshSchema: *freshSchema, floors: *floors,
 		targetCheck: *targetCheck, configPath: *configPath, out: *out, format: "text", big: *big, bigDuration: *bigDuration}
 	o.load = bench.Load{Rate: *rate, Concurrency: *conc, Duration: *duration, MaxRequests: *maxReq, Warmup: *warmup}
 	switch {
@@ -290,7 +293,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		var gc bench.GCMeter
 		var allocs bench.AllocProfile
 		// The scenario profiled writes the profiles asked for.
-		cpuProfile, memProfile := profile && o.cpuprofile != "", profile && o.memprofile != ""
+		cpuProfile, memProfile, traced := profile && o.cpuprofile != "", profile && o.memprofile != "", profile && o.trace != ""
 		var stats0 xaalis.StoreStats
 		counts, _ := tgt.store.(xaalis.StatsReporter)
 		load.OnMeasure = func() {
@@ -318,6 +321,26 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 				}
 				stopProfile = func() { pprof.StopCPUProfile(); profErr = f.Close() }
 			}
+			if traced && profErr == nil {
+				f, err := os.Create(o.trace)
+				if err != nil {
+					profErr = err
+					return
+				}
+				if err := trace.Start(f); err != nil {
+					f.Close()
+					profErr = err
+					return
+				}
+				stopCPU := stopProfile
+				stopProfile = func() {
+					trace.Stop()
+					err := f.Close()
+					if stopCPU(); profErr == nil {
+						profErr = err
+					}
+				}
+			}
 		}
 		logf("%s: measuring for %s", label, load.Duration)
 		r := bench.Run(ctx, load, p.Op)
@@ -332,7 +355,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		}
 		stopProfile()
 		if profErr != nil {
-			return nil, fmt.Errorf("cpu profile: %w", profErr)
+			return nil, fmt.Errorf("profile: %w", profErr)
 		}
 		if memProfile {
 			if err := writeAllocs(&allocs, o.memprofile); err != nil {
@@ -350,6 +373,9 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		}
 		if memProfile {
 			r.Notes = append(r.Notes, "allocation profile of the measured phase: "+o.memprofile)
+		}
+		if traced {
+			r.Notes = append(r.Notes, "execution trace of the measured phase: "+o.trace)
 		}
 		if name == bench.WebhookDrain && o.target == "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("the dispatcher is woken by each commit and polls every %s as a fallback; its retries "+
@@ -417,7 +443,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		if bench.IsFloor(name) {
 			continue
 		}
-		profile := (o.cpuprofile != "" || o.memprofile != "") && !profiled && (name == bench.CreatePayment || len(o.scenarios) == 1)
+		profile := (o.cpuprofile != "" || o.memprofile != "" || o.trace != "") && !profiled && (name == bench.CreatePayment || len(o.scenarios) == 1)
 		profiled = profiled || profile
 		load := o.load
 		if name == bench.WebhookDrain && o.drainRate > 0 {

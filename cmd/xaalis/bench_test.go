@@ -5,6 +5,7 @@ package main
 // that the tool works, never how fast anything is.
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -73,13 +74,37 @@ func wantAllocProfile(t *testing.T, r *bench.Result, path string) {
 	t.Fatalf("the allocation profile (%d samples) has no allocation under the payment handler", len(p.Sample))
 }
 
+// wantTrace: --trace wrote a runtime execution trace of r's measured
+// phase, in which the payment handler's goroutines appear, and r's notes
+// name it.
+func wantTrace(t *testing.T, r *bench.Result, path string) {
+	t.Helper()
+	if r == nil || !slices.Contains(r.Notes, "execution trace of the measured phase: "+path) {
+		t.Fatalf("create-payment's notes do not name the execution trace: %+v", r)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header of the runtime's trace format ("go 1.26 trace"), then
+	// stacks whose functions are named in the trace's strings.
+	if !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b[:32], []byte(" trace")) {
+		t.Fatalf("--trace wrote %d bytes that are no execution trace: %q", len(b), b[:min(len(b), 32)])
+	}
+	if !bytes.Contains(b, []byte("handlePaymentCreate")) {
+		t.Fatalf("the execution trace (%d bytes) has no stack in the payment handler", len(b))
+	}
+}
+
 func TestBenchShortRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	db, memprofile := "sqlite://"+filepath.Join(dir, "bench.db"), filepath.Join(dir, "allocs.pprof")
+	db, memprofile, traceFile := "sqlite://"+filepath.Join(dir, "bench.db"), filepath.Join(dir, "allocs.pprof"), filepath.Join(dir, "trace.out")
 	rep := benchRun(t, "--scenario", "create-payment,status,list,payout", "--database-url", db,
-		"--duration", "500ms", "--warmup", "100ms", "--concurrency", "4", "--seed", "40", "--memprofile", memprofile)
+		"--duration", "500ms", "--warmup", "100ms", "--concurrency", "4", "--seed", "40", "--memprofile", memprofile,
+		"--trace", traceFile)
 	wantAllocProfile(t, rep.Find(bench.CreatePayment), memprofile)
+	wantTrace(t, rep.Find(bench.CreatePayment), traceFile)
 
 	if rep.Backend != "sqlite" || rep.DB.Settings["synchronous"] != "1 (NORMAL, the WAL fdatasynced before every answer)" {
 		t.Errorf("backend %q, settings %v: want sqlite with its writer's synchronous NORMAL and the syncer", rep.Backend, rep.DB.Settings)
