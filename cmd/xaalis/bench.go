@@ -321,7 +321,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 				}
 				stopProfile = func() { pprof.StopCPUProfile(); profErr = f.Close() }
 			}
-			if traced && profErr == nil {
+			if traced {
 				f, err := os.Create(o.trace)
 				if err != nil {
 					profErr = err
