@@ -68,7 +68,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xa
 		WHERE k.hash = ?`
 		args = []any{idemKey, hash}
 	}
-	m, err := scanMerchant(s.read.QueryRowContext(ctx, query, args...).Scan, dest...)
+	m, err := scanMerchant(s.point.QueryRowContext(ctx, query, args...).Scan, dest...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -41,7 +41,14 @@ type Store struct {
 	w      *writer
 	readDB *sql.DB
 	read   connq // readDB through prepared statements
-	wake   xaalis.Signals
+	// point is read for the reads every request makes, bounded by an
+	// index (the key, a payment's volumes, a record by id or reference):
+	// they ignore the request's end. The driver watches a cancellable
+	// context with a goroutine per statement, and on two CPUs those
+	// goroutines' turns held up the requests: create-payment ran 3 to 19 %
+	// faster without them. A read of microseconds has nothing to cancel.
+	point connq
+	wake  xaalis.Signals
 	// box seals the secrets the database keeps (SetSecretBox).
 	boxMu sync.RWMutex
 	box   xaalis.SecretBox
@@ -167,6 +174,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	s.read.last = s.w.sy.last
+	s.point = s.read
+	s.point.detach = true
 	restart := func() error {
 		return s.w.direct(context.Background(), func(q querier) error {
 			// The writer waits for the readers of the moment at most

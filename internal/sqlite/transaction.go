@@ -108,7 +108,7 @@ func (s *Store) Transaction(ctx context.Context, merchantID, id string) (*xaalis
 
 // LookupTransactions finds transactions by id, reference or merchant_ref.
 func (s *Store) LookupTransactions(ctx context.Context, merchantID, key string) ([]*xaalis.Transaction, error) {
-	return queryTxs(ctx, s.read, lookupTxQuery, merchantID, key, key, key)
+	return queryTxs(ctx, s.point, lookupTxQuery, merchantID, key, key, key)
 }
 
 // byKey is the condition of a lookup of a merchant's record by id or
@@ -201,7 +201,7 @@ func volumesSQL(n int) string {
 func (s *Store) Volume(ctx context.Context, q xaalis.VolumeQuery) (int64, error) {
 	var sum int64
 	scope := q.Scope()
-	if err := s.read.QueryRowContext(ctx, `SELECT `+volumeSum,
+	if err := s.point.QueryRowContext(ctx, `SELECT `+volumeSum,
 		scope, xaalis.VolumeDay(q.Since), xaalis.HoldScope(scope), q.FirstHoldMinute()).Scan(&sum); err != nil {
 		return 0, fmt.Errorf("volume counters: %w", err)
 	}
@@ -220,7 +220,7 @@ func (s *Store) Volumes(ctx context.Context, qs []xaalis.VolumeQuery) ([]int64, 
 		args = append(args, q.Scope(), xaalis.VolumeDay(q.Since), xaalis.HoldScope(q.Scope()), q.FirstHoldMinute())
 		dst[i] = &out[i]
 	}
-	if err := s.read.QueryRowContext(ctx, volumesSQL(len(qs)), args...).Scan(dst...); err != nil {
+	if err := s.point.QueryRowContext(ctx, volumesSQL(len(qs)), args...).Scan(dst...); err != nil {
 		return nil, fmt.Errorf("volume counters: %w", err)
 	}
 	return out, nil
