@@ -196,7 +196,9 @@ the send lag's p99) and the latency from the actual send; the aims are judged fr
 scenario's notes also tell what the process's garbage collector did during it, which the
 generator and the server share: its cycles, its share of the process's CPU, the heap
 left live at the end, and the heap allocated a request (the collections' cause; unlike a
-p99 it varies little from run to run, so two builds compare on it). \`xaalis bench -h\` lists every flag. Columns: ok/s counts successful
+p99 it varies little from run to run, so two builds compare on it), then what its scheduler
+did: the goroutines created a request (as steady as the heap) and how long runnable goroutines
+waited for a CPU. \`xaalis bench -h\` lists every flag. Columns: ok/s counts successful
 answers; p50…p99.9 are per request, in milliseconds.
 
 ## SQLite

@@ -291,6 +291,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		stopProfile := func() {}
 		var cpu bench.CPUMeter
 		var gc bench.GCMeter
+		var sched bench.SchedMeter
 		var allocs bench.AllocProfile
 		// The scenario profiled writes the profiles asked for.
 		cpuProfile, memProfile, traced := profile && o.cpuprofile != "", profile && o.memprofile != "", profile && o.trace != ""
@@ -305,6 +306,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 			}
 			cpu.Start()
 			gc.Start()
+			sched.Start()
 			if memProfile {
 				allocs.Start()
 			}
@@ -346,6 +348,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		r := bench.Run(ctx, load, p.Op)
 		r.CPUProcess, r.CPUMachine = cpu.Stop()
 		r.GC = gc.Stop()
+		r.Sched = sched.Stop()
 		if counts != nil && r.OK > 0 && !bench.IsPhysicalFloor(name) {
 			st := counts.Stats()
 			r.StatementsPerOK = float64(st.Statements-stats0.Statements) / float64(r.OK)

@@ -324,6 +324,41 @@ func TestGCMeter(t *testing.T) {
 	}
 }
 
+// TestSchedMeter: the goroutines created between Start and Stop are
+// counted, and the waits for a CPU (some, with more goroutines runnable
+// than CPUs) come out as ordered percentiles.
+func TestSchedMeter(t *testing.T) {
+	var m SchedMeter
+	if m.Stop() != nil {
+		t.Fatal("a meter never started measured something")
+	}
+	m.Start()
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := 0
+			for i := range 20000 {
+				x += i
+			}
+			gcSink = make([]byte, x%2)
+		}()
+	}
+	wg.Wait()
+	s := m.Stop()
+	if s == nil || s.Created < 200 {
+		t.Fatalf("after 200 goroutines: %+v", s)
+	}
+	if s.WaitP50 < 0 || s.WaitP99 < s.WaitP50 || s.WaitMean <= 0 {
+		t.Fatalf("waits for a CPU: %+v", s)
+	}
+	r := &Result{Requests: 100, Sched: s}
+	if n, want := r.schedNote(), fmt.Sprintf("%.1f goroutines created a request", float64(s.Created)/100); !strings.Contains(n, want) {
+		t.Errorf("note %q lacks %q", n, want)
+	}
+}
+
 // gcSink keeps TestGCMeter's garbage from being allocated on the stack.
 var gcSink []byte
 

@@ -58,6 +58,9 @@ type Result struct {
 	// GC is what this process's garbage collector did during the
 	// measured phase.
 	GC *GC `json:"gc,omitempty"`
+	// Sched is what this process's scheduler did during the measured
+	// phase.
+	Sched *Sched `json:"sched,omitempty"`
 	// Timeline counts successes in each whole second of the measured phase.
 	Timeline []int64 `json:"ok_per_second,omitempty"`
 	// FirstTen and LastTen are the ok/s of the first and the last 10 s of
@@ -227,6 +230,9 @@ func (rep *Report) WriteText(w io.Writer) {
 		if n := r.gcNote(); n != "" {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
+		if n := r.schedNote(); n != "" {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
 		if r.RatioHTTP != nil || r.RatioDB != nil || r.RatioFsync != nil || r.RatioTx != nil {
 			fmt.Fprintf(w, "  ratio to floor: fsync %s, tx %s, http %s, db %s\n", ratio(r.RatioFsync), ratio(r.RatioTx),
 				ratio(r.RatioHTTP), ratio(r.RatioDB))
@@ -312,6 +318,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
 		}
 		if n := r.gcNote(); n != "" {
+			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
+		}
+		if n := r.schedNote(); n != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
 		}
 		if r.LatencyOf != "" {
