@@ -14,7 +14,8 @@ import (
 // index (the key, a payment's volumes, a lookup by id or reference) run
 // to their answer even when the request's context has ended, so that the
 // driver does not watch the context with a goroutine of its own; a list,
-// whose filters may read many rows, still stops at the request's end.
+// whose page may skip many rows, still stops at the request's end (its
+// count, from a few rows of counters, does not).
 func TestPointReadsIgnoreCancel(t *testing.T) {
 	s := openTemp(t)
 	m := storetest.NewMerchant(t, s)

@@ -133,8 +133,9 @@ func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis
 	var total int
 	if countable(f) {
 		// Filters the counts are kept by (migration 00014): a few rows
-		// rather than every row of the merchant.
-		if err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0) FROM transaction_counts
+		// rather than every row of the merchant, a point read. The page
+		// itself keeps the request's end: an OFFSET may skip many rows.
+		if err := s.point.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0) FROM transaction_counts
 			WHERE merchant_id = ? AND mode = ? AND (? = '' OR type = ?) AND (? = '' OR status = ?)`,
 			f.MerchantID, f.Mode, string(f.Type), string(f.Type), string(f.Status), string(f.Status)).Scan(&total); err != nil {
 			return nil, 0, fmt.Errorf("count transactions: %w", err)
