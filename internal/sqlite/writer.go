@@ -438,10 +438,12 @@ var statements atomic.Int64
 // pool, or on the writer's connection inside its open transaction.
 type connq struct {
 	c *stmtCache
-	// detach: statements ignore their context's end. An interrupted
-	// INSERT, UPDATE or DELETE makes SQLite roll back the whole open
-	// transaction, every command of the batch; a client that hangs up
-	// must not do that to the others.
+	// detach: statements ignore their context's end. On the writer, an
+	// interrupted INSERT, UPDATE or DELETE makes SQLite roll back the
+	// whole open transaction, every command of the batch; a client that
+	// hangs up must not do that to the others. On the read pool, for the
+	// point reads (Store.point): the driver would watch the context with
+	// a goroutine per statement.
 	detach bool
 	// last, on the read pool, is the last batch the writer sent to
 	// COMMIT: each read records it in its request's ReadMark once its
