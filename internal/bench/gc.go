@@ -46,9 +46,10 @@ const (
 // GCMeter measures the garbage collector between Start and Stop.
 type GCMeter struct{ start []metrics.Sample }
 
-func readGC() []metrics.Sample {
-	s := make([]metrics.Sample, len(gcSamples))
-	for i, name := range gcSamples {
+// readMetrics reads the runtime/metrics named, in their order.
+func readMetrics(names []string) []metrics.Sample {
+	s := make([]metrics.Sample, len(names))
+	for i, name := range names {
 		s[i].Name = name
 	}
 	metrics.Read(s)
@@ -56,14 +57,14 @@ func readGC() []metrics.Sample {
 }
 
 // Start begins a measurement.
-func (m *GCMeter) Start() { m.start = readGC() }
+func (m *GCMeter) Start() { m.start = readMetrics(gcSamples) }
 
 // Stop returns what the collector did since Start (nil without a Start).
 func (m *GCMeter) Stop() *GC {
 	if m.start == nil {
 		return nil
 	}
-	end := readGC()
+	end := readMetrics(gcSamples)
 	u := func(s []metrics.Sample, i int) uint64 {
 		if s[i].Value.Kind() != metrics.KindUint64 {
 			return 0

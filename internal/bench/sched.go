@@ -37,17 +37,8 @@ const (
 // SchedMeter measures the scheduler between Start and Stop.
 type SchedMeter struct{ start []metrics.Sample }
 
-func readSched() []metrics.Sample {
-	s := make([]metrics.Sample, len(schedSamples))
-	for i, name := range schedSamples {
-		s[i].Name = name
-	}
-	metrics.Read(s)
-	return s
-}
-
 // Start begins a measurement.
-func (m *SchedMeter) Start() { m.start = readSched() }
+func (m *SchedMeter) Start() { m.start = readMetrics(schedSamples) }
 
 // Stop returns what the scheduler did since Start (nil without a Start,
 // or when the runtime does not report these metrics).
@@ -55,7 +46,7 @@ func (m *SchedMeter) Stop() *Sched {
 	if m.start == nil {
 		return nil
 	}
-	end := readSched()
+	end := readMetrics(schedSamples)
 	if end[schedCreated].Value.Kind() != metrics.KindUint64 || end[schedLatencies].Value.Kind() != metrics.KindFloat64Histogram ||
 		m.start[schedLatencies].Value.Kind() != metrics.KindFloat64Histogram {
 		return nil
