@@ -334,6 +334,7 @@ func TestSchedMeter(t *testing.T) {
 	}
 	m.Start()
 	var wg sync.WaitGroup
+	var work atomic.Int64 // each goroutine's loop, kept
 	for range 200 {
 		wg.Add(1)
 		go func() {
@@ -342,7 +343,7 @@ func TestSchedMeter(t *testing.T) {
 			for i := range 20000 {
 				x += i
 			}
-			gcSink = make([]byte, x%2)
+			work.Add(int64(x))
 		}()
 	}
 	wg.Wait()
