@@ -17,8 +17,9 @@ type Sched struct {
 	// Created is the goroutines created during the phase.
 	Created uint64 `json:"goroutines_created"`
 	// WaitP50, WaitP99 and WaitMean are how long goroutines waited in the
-	// runnable state before they ran, in microseconds: the upper bounds
-	// of the runtime's histogram buckets the percentiles fall in.
+	// runnable state before they ran, in microseconds: for the
+	// percentiles, the upper bound of the runtime's histogram bucket they
+	// fall in; for the mean, each wait counted at its bucket's middle.
 	WaitP50  float64 `json:"runnable_wait_p50_us"`
 	WaitP99  float64 `json:"runnable_wait_p99_us"`
 	WaitMean float64 `json:"runnable_wait_mean_us"`
@@ -47,9 +48,10 @@ func (m *SchedMeter) Stop() *Sched {
 		return nil
 	}
 	end := readMetrics(schedSamples)
-	if end[schedCreated].Value.Kind() != metrics.KindUint64 || end[schedLatencies].Value.Kind() != metrics.KindFloat64Histogram ||
-		m.start[schedLatencies].Value.Kind() != metrics.KindFloat64Histogram {
-		return nil
+	for _, x := range [][]metrics.Sample{m.start, end} {
+		if x[schedCreated].Value.Kind() != metrics.KindUint64 || x[schedLatencies].Value.Kind() != metrics.KindFloat64Histogram {
+			return nil
+		}
 	}
 	s := &Sched{Created: end[schedCreated].Value.Uint64() - m.start[schedCreated].Value.Uint64()}
 	h0, h1 := m.start[schedLatencies].Value.Float64Histogram(), end[schedLatencies].Value.Float64Histogram()
