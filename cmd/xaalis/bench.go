@@ -347,6 +347,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		logf("%s: measuring for %s", label, load.Duration)
 		r := bench.Run(ctx, load, p.Op)
 		r.CPUProcess, r.CPUMachine = cpu.Stop()
+		r.SetCPUPerOK()
 		r.GC = gc.Stop()
 		r.Sched = sched.Stop()
 		if counts != nil && r.OK > 0 && !bench.IsPhysicalFloor(name) {

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -44,6 +45,11 @@ func wantMeasured(t *testing.T, r *bench.Result) {
 	}
 	if r.OK != r.Requests {
 		t.Errorf("%s: %d of %d requests failed: %v", r.Scenario, r.Requests-r.OK, r.Requests, r.Errors)
+	}
+	// The process's CPU a request, from its CPU over the measured phase.
+	if want := r.CPUProcess * r.Seconds * 1e6 / float64(r.OK); r.CPUProcess > 0 && (r.CPUPerOK <= 0 || math.Abs(r.CPUPerOK-want) > 1e-6*want) {
+		t.Errorf("%s: %.1f µs of CPU a request, want %.1f (%.2f cores for %.2f s, %d ok)", r.Scenario, r.CPUPerOK, want,
+			r.CPUProcess, r.Seconds, r.OK)
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -462,5 +464,41 @@ func allocBefore(mib int) {
 func allocDuring(mib int) {
 	for range mib * 16 {
 		gcSink = make([]byte, 64<<10)
+	}
+}
+
+// The CPU a request is the process's CPU over the measured phase divided
+// among its successes, and the text and the Markdown table show it; a run
+// without a success or a measure has none.
+func TestCPUPerOK(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		cores, secs  float64
+		ok           int64
+		want         float64
+		text, column string
+	}{
+		{"measured", 1.5, 10, 30000, 500, "cores; this process 500 µs a request\n", "| 1.50/1.80 | 500 |"},
+		{"no success", 1.5, 10, 0, 0, "cores\n", "| 1.50/1.80 | — |"},
+		{"no measure", 0, 10, 30000, 0, "cores\n", "| 0.00/1.80 | — |"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Result{Scenario: "create-payment", Load: "closed loop", Seconds: c.secs, Requests: c.ok, OK: c.ok,
+				CPUProcess: c.cores, CPUMachine: 1.8}
+			r.SetCPUPerOK()
+			if math.Abs(r.CPUPerOK-c.want) > 1e-9 {
+				t.Fatalf("CPUPerOK %v, want %v", r.CPUPerOK, c.want)
+			}
+			var text, md strings.Builder
+			rep := &Report{Results: []*Result{r}}
+			rep.WriteText(&text)
+			rep.WriteMarkdown(&md)
+			if line := "  CPU: this process " + strconv.FormatFloat(c.cores, 'f', 2, 64) + " cores, the machine 1.80 " + c.text; !strings.Contains(text.String(), line) {
+				t.Errorf("the text has no %q:\n%s", line, text.String())
+			}
+			if !strings.Contains(md.String(), c.column) {
+				t.Errorf("the Markdown has no %q:\n%s", c.column, md.String())
+			}
+		})
 	}
 }

@@ -55,6 +55,13 @@ type Result struct {
 	// server) and by the whole machine (the database server too).
 	CPUProcess float64 `json:"cpu_process_cores,omitempty"`
 	CPUMachine float64 `json:"cpu_machine_cores,omitempty"`
+	// CPUPerOK is this process's CPU time during the measured phase per
+	// successful request, in µs (CPUProcess × Seconds / OK): what a
+	// request cost, generator included. Runs of one build on this shared
+	// machine vary less in it than in their throughput, which also
+	// follows how long requests waited, so it tells a slow run that did
+	// more work from one that waited.
+	CPUPerOK float64 `json:"cpu_process_us_per_ok,omitempty"`
 	// GC is what this process's garbage collector did during the
 	// measured phase.
 	GC *GC `json:"gc,omitempty"`
@@ -195,6 +202,14 @@ func figure(v float64) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
+// micros is a figure in whole µs, or "—" for none.
+func micros(v float64) string {
+	if v <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
 func errorsText(m map[string]int64) string {
 	if len(m) == 0 {
 		return "none"
@@ -222,7 +237,11 @@ func (rep *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %s ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", what, l.P50, l.P90, l.P99, l.P999, l.Max)
 		fmt.Fprintf(w, "  errors: %s\n", errorsText(r.Errors))
 		if r.CPUMachine > 0 {
-			fmt.Fprintf(w, "  CPU: this process %.2f cores, the machine %.2f cores\n", r.CPUProcess, r.CPUMachine)
+			fmt.Fprintf(w, "  CPU: this process %.2f cores, the machine %.2f cores", r.CPUProcess, r.CPUMachine)
+			if r.CPUPerOK > 0 {
+				fmt.Fprintf(w, "; this process %.0f µs a request", r.CPUPerOK)
+			}
+			fmt.Fprintln(w)
 		}
 		if r.StatementsPerOK > 0 {
 			fmt.Fprintf(w, "  SQL statements per ok request %.1f, commands per commit %.1f\n", r.StatementsPerOK, r.CommandsPerCommit)
@@ -289,17 +308,17 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		settings = append(settings, k+"="+rep.DB.Settings[k])
 	}
 	fmt.Fprintf(w, "Database: %s (%s). Command: `%s`.\n\n", rep.DB.Version, strings.Join(settings, ", "), rep.Command)
-	fmt.Fprintf(w, "| scenario | load | ok/s | p50 ms | p90 ms | p99 ms | p99.9 ms | ×fsync | ×tx | ×http | ×db | stmts/ok | cmds/commit | CPU proc/machine | errors |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(w, "| scenario | load | ok/s | p50 ms | p90 ms | p99 ms | p99.9 ms | ×fsync | ×tx | ×http | ×db | stmts/ok | cmds/commit | CPU proc/machine | CPU µs/ok | errors |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.Results {
 		name := r.Scenario
 		if r.LatencyOf != "" {
 			name += " †"
 		}
 		l := r.Latency
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %.2f/%.2f | %s |\n", name, r.Load, r.Throughput,
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %.2f/%.2f | %s | %s |\n", name, r.Load, r.Throughput,
 			l.P50, l.P90, l.P99, l.P999, ratio(r.RatioFsync), ratio(r.RatioTx), ratio(r.RatioHTTP), ratio(r.RatioDB),
-			figure(r.StatementsPerOK), figure(r.CommandsPerCommit), r.CPUProcess, r.CPUMachine, errorsText(r.Errors))
+			figure(r.StatementsPerOK), figure(r.CommandsPerCommit), r.CPUProcess, r.CPUMachine, micros(r.CPUPerOK), errorsText(r.Errors))
 	}
 	var notes []string
 	for _, r := range rep.Results {
@@ -377,4 +396,13 @@ func (r *Result) Decay() string {
 		return ""
 	}
 	return fmt.Sprintf("ok/s went from %.0f in the first %s to %.0f in the last (%+.0f %%)", first, span, last, change*100)
+}
+
+// SetCPUPerOK sets CPUPerOK from CPUProcess, Seconds and OK (0 without a
+// success or a measure).
+func (r *Result) SetCPUPerOK() {
+	r.CPUPerOK = 0
+	if r.OK > 0 && r.CPUProcess > 0 && r.Seconds > 0 {
+		r.CPUPerOK = r.CPUProcess * r.Seconds * 1e6 / float64(r.OK)
+	}
 }
