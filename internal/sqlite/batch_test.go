@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -407,4 +408,44 @@ func TestWALBounded(t *testing.T) {
 		t.Errorf("the WAL reached %d MiB, past 3 × the %d MiB limit", most>>20, limit>>20)
 	}
 	t.Logf("largest WAL %d MiB", most>>20)
+}
+
+// TestWriterYieldsOnce: the writer, finding the queue empty, yields its CPU
+// once before it commits, so that a request already runnable queues its
+// command in time to join the batch. With one CPU: a command whose
+// goroutine is runnable, not yet running, when the first is queued commits
+// in the first's batch; a lone command commits alone, without waiting for
+// anything. (Under the race detector the scheduler may run that goroutine
+// before the writer, which batches the two without the yield too.)
+func TestWriterYieldsOnce(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	noop := func(xaalis.Tx) error { return nil }
+	counts := func() (commits, commands int64) {
+		st := s.Stats()
+		return st.Transactions, st.Commands
+	}
+
+	c0, n0 := counts()
+	if err := s.Update(ctx, noop); err != nil {
+		t.Fatal(err)
+	}
+	c1, n1 := counts()
+	if c1-c0 != 1 || n1-n0 != 1 {
+		t.Fatalf("a lone command: %d commits of %d commands, want 1 of 1", c1-c0, n1-n0)
+	}
+
+	second := make(chan error, 1)
+	go func() { second <- s.Update(ctx, noop) }()
+	if err := s.Update(ctx, noop); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	c2, n2 := counts()
+	if c2-c1 != 1 || n2-n1 != 2 {
+		t.Fatalf("two commands, the second runnable when the first queued: %d commits of %d commands, want 1 of 2", c2-c1, n2-n1)
+	}
 }
