@@ -289,6 +289,33 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		}
 		var profErr error
 		stopProfile := func() {}
+		// record starts a recording of the measured phase into a new file
+		// at path, unless one before it failed; stopProfile ends it and
+		// closes the file, then stops what was started before it. profErr
+		// keeps the first failure.
+		record := func(path string, start func(io.Writer) error, stop func()) {
+			if profErr != nil {
+				return
+			}
+			f, err := os.Create(path)
+			if err == nil {
+				if err = start(f); err != nil {
+					f.Close()
+				}
+			}
+			if err != nil {
+				profErr = err
+				return
+			}
+			before := stopProfile
+			stopProfile = func() {
+				stop()
+				if err := f.Close(); profErr == nil {
+					profErr = err
+				}
+				before()
+			}
+		}
 		var cpu bench.CPUMeter
 		var gc bench.GCMeter
 		var sched bench.SchedMeter
@@ -311,37 +338,10 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 				allocs.Start()
 			}
 			if cpuProfile {
-				f, err := os.Create(o.cpuprofile)
-				if err != nil {
-					profErr = err
-					return
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					f.Close()
-					profErr = err
-					return
-				}
-				stopProfile = func() { pprof.StopCPUProfile(); profErr = f.Close() }
+				record(o.cpuprofile, pprof.StartCPUProfile, pprof.StopCPUProfile)
 			}
 			if traced {
-				f, err := os.Create(o.trace)
-				if err != nil {
-					profErr = err
-					return
-				}
-				if err := trace.Start(f); err != nil {
-					f.Close()
-					profErr = err
-					return
-				}
-				stopCPU := stopProfile
-				stopProfile = func() {
-					trace.Stop()
-					err := f.Close()
-					if stopCPU(); profErr == nil {
-						profErr = err
-					}
-				}
+				record(o.trace, trace.Start, trace.Stop)
 			}
 		}
 		logf("%s: measuring for %s", label, load.Duration)

@@ -123,6 +123,19 @@ func TestBenchTrace(t *testing.T) {
 	wantTrace(t, rep.Find(bench.CreatePayment), traceFile)
 }
 
+// TestBenchProfileFails: a trace that cannot be written fails the run,
+// even with a CPU profile that started before it and stopped cleanly. Not
+// parallel: the CPU profile is the process's.
+func TestBenchProfileFails(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, err := cli(t, noEnv, "bench", "--json", "--scenario", "create-payment", "--database-url", "sqlite://"+filepath.Join(dir, "bench.db"),
+		"--floors=false", "--target-check=false", "--duration", "200ms", "--warmup", "0s", "--concurrency", "2",
+		"--cpuprofile", filepath.Join(dir, "cpu.pprof"), "--trace", filepath.Join(dir, "missing", "trace.out"))
+	if err == nil || !strings.Contains(err.Error()+errOut, "trace.out") {
+		t.Fatalf("xaalis bench with a trace in a missing directory: err %v, stderr:\n%s", err, errOut)
+	}
+}
+
 func TestBenchShortRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
