@@ -160,7 +160,9 @@ answering a fixed body at the same concurrency, and **floor-db**, the bare durab
 payment through the \`Store\` at the same concurrency (our own write path, so not a physical
 floor). ×fsync, ×tx, ×http and ×db divide a scenario's ok/s by those floors. stmts/ok is the
 SQL statements sent per successful request; cmds/commit the commands each database commit
-carried (group commit). Speed is measured here, never in tests. Each run ends with the ledger
+carried (group commit); CPU proc/machine the cores this process and the whole machine kept
+busy, and CPU µs/ok this process's CPU (server and generator) per successful request. Speed
+is measured here, never in tests. Each run ends with the ledger
 check and the aims of issue 11, each marked met or not.
 
 ## The machine
