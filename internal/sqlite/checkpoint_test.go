@@ -1,10 +1,14 @@
 package sqlite
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
 // TestRestartRetryAt: a RESTART that readers held off waits restartRetry
@@ -24,5 +28,48 @@ func TestRestartRetryAt(t *testing.T) {
 		if got := restartRetryAt(c.err, now); !got.Equal(c.want) {
 			t.Errorf("%s: retry at %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestRestartOnce: commits that land while the checkpointer passes over
+// the WAL, before its RESTART takes the writer, leave the file changed
+// from what the checkpointer saw before the pass; that is no reason to
+// start the WAL over a second time. One RESTART, then none while nothing
+// is written. (With the file stat'ed before the pass as the restarted
+// one, every poll restarted again: each RESTART holds every command.)
+func TestRestartOnce(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	s.ckpt.poll.Store(int64(time.Hour)) // the store's own checkpointer stays out of the way
+	write := func(name string) {
+		t.Helper()
+		if err := s.Update(ctx, func(xtx xaalis.Tx) error {
+			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT OR REPLACE INTO settings (name, value) VALUES (?, randomblob(20000))`, name)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("before")
+	var calls atomic.Int64
+	c, err := newCheckpointer(s.ckpt.path, func() error {
+		calls.Add(1)
+		write("during the pass") // the writer appends before the RESTART takes it
+		return s.ckpt.restart()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	c.limit.Store(16 << 10)
+	c.poll.Store(int64(2 * time.Millisecond))
+	for deadline := time.Now().Add(10 * time.Second); c.restarted.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no RESTART in 10 s with the WAL past the limit")
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // about 150 polls
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the WAL was started over %d times for one crossing of the limit, want 1", n)
 	}
 }
