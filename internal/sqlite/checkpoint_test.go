@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,5 +72,42 @@ func TestRestartOnce(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // about 150 polls
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the WAL was started over %d times for one crossing of the limit, want 1", n)
+	}
+}
+
+// TestWALLimit: the WAL may take walLimit, or a quarter of a smaller
+// filesystem (the full-disk test's tmpfs), never less than minWALLimit;
+// the writer's journal_size_limit, which cuts the file back after a
+// RESTART, is the checkpointer's limit.
+func TestWALLimit(t *testing.T) {
+	for _, c := range []struct {
+		fs, want int64
+	}{
+		{100 << 30, walLimit},
+		{4 * walLimit, walLimit},
+		{256 << 20, 64 << 20},
+		{2 << 20, minWALLimit},
+	} {
+		if got := limitFor(c.fs); got != c.want {
+			t.Errorf("a filesystem of %d MiB: limit %d MiB, want %d MiB", c.fs>>20, got>>20, c.want>>20)
+		}
+	}
+	s := openTemp(t)
+	size, ok := fsSize(filepath.Dir(s.ckpt.path))
+	if !ok {
+		size = 4 * walLimit
+	}
+	want := limitFor(size)
+	if got := s.ckpt.limit.Load(); got != want {
+		t.Errorf("the checkpointer's limit is %d, want %d (filesystem of %d MiB)", got, want, size>>20)
+	}
+	var jl int64
+	if err := s.w.direct(context.Background(), func(q querier) error {
+		return q.QueryRowContext(context.Background(), `PRAGMA journal_size_limit`).Scan(&jl)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if jl != want {
+		t.Errorf("the writer's journal_size_limit is %d, want the checkpointer's %d", jl, want)
 	}
 }

@@ -94,3 +94,6 @@ func (t *Tx) TotalChanges(ctx context.Context) (n int64, err error) {
 	err = t.tx.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
 	return n, err
 }
+
+// WALLimitFor is walLimitFor: the WAL's limit for a database at path.
+var WALLimitFor = walLimitFor

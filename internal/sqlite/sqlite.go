@@ -107,11 +107,12 @@ func dsn(path string, write bool) string {
 		// behind the batch that crossed the threshold.
 		q.Add("_pragma", "wal_autocheckpoint(0)")
 		// After the checkpointer's RESTART the WAL is written again from
-		// its start and, at the next commit, cut back to walLimit: the
-		// file keeps its blocks (appends that grow a file make each
-		// fdatasync write the file's size too) but never grows past the
-		// limit by more than a checkpoint's delay.
-		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walLimit))
+		// its start and, at the next commit, cut back to its limit
+		// (walLimitFor, the checkpointer's): the file keeps its blocks
+		// (appends that grow a file make each fdatasync write the file's
+		// size too) but never grows past the limit by more than a
+		// checkpoint's delay.
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walLimitFor(path)))
 		// BEGIN IMMEDIATE takes the write lock at the start of a transaction,
 		// so two processes never deadlock upgrading a read lock.
 		q.Set("_txlock", "immediate")

@@ -37,12 +37,14 @@ func openPath(t *testing.T) (xaalis.Store, string) {
 func TestStore(t *testing.T) { storetest.Run(t, open) }
 
 func TestPragmas(t *testing.T) {
-	s := open(t).(*sqlite.Store)
+	st, path := openPath(t)
+	s := st.(*sqlite.Store)
 	got := s.Pragmas(context.Background())
 	// synchronous=NORMAL (1) on the writer: the syncer fdatasyncs the WAL
-	// before any answer (TestAnswerWaitsForSync).
+	// before any answer (TestAnswerWaitsForSync). journal_size_limit is the
+	// WAL's limit: 256 MiB, less on a small filesystem (TestWALLimit).
 	want := map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "10000",
-		"temp_store": "2", "wal_autocheckpoint": "0", "journal_size_limit": "67108864", "page_size": "1024"}
+		"temp_store": "2", "wal_autocheckpoint": "0", "journal_size_limit": fmt.Sprint(sqlite.WALLimitFor(path)), "page_size": "1024"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("pragma %s = %q, want %q", k, got[k], v)
