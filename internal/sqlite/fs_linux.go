@@ -8,5 +8,5 @@ func fsSize(dir string) (int64, bool) {
 	if err := unix.Statfs(dir, &st); err != nil || st.Blocks == 0 {
 		return 0, false
 	}
-	return int64(st.Blocks) * st.Bsize, true
+	return int64(st.Blocks) * int64(st.Bsize), true
 }
