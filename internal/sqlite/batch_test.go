@@ -417,6 +417,12 @@ func TestWALBounded(t *testing.T) {
 // in the first's batch; a lone command commits alone, without waiting for
 // anything. (Under the race detector the scheduler may run that goroutine
 // before the writer, which batches the two without the yield too.)
+//
+// The pair is tried many times and most must batch, not all: one schedule
+// in 61 the runtime takes its global run queue first (schedule's fairness
+// check), where Gosched put the writer, and the writer then commits before
+// the runnable request queues; about one pair in 60 commits twice. Without
+// the yield no pair batches.
 func TestWriterYieldsOnce(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
@@ -436,16 +442,27 @@ func TestWriterYieldsOnce(t *testing.T) {
 		t.Fatalf("a lone command: %d commits of %d commands, want 1 of 1", c1-c0, n1-n0)
 	}
 
-	second := make(chan error, 1)
-	go func() { second <- s.Update(ctx, noop) }()
-	if err := s.Update(ctx, noop); err != nil {
-		t.Fatal(err)
+	const pairs = 40
+	batched := 0
+	for i := 0; i < pairs; i++ {
+		c1, n1 := counts()
+		second := make(chan error, 1)
+		go func() { second <- s.Update(ctx, noop) }()
+		if err := s.Update(ctx, noop); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+		c2, n2 := counts()
+		if n2-n1 != 2 {
+			t.Fatalf("pair %d: %d commands counted, want 2", i, n2-n1)
+		}
+		if c2-c1 == 1 {
+			batched++
+		}
 	}
-	if err := <-second; err != nil {
-		t.Fatal(err)
-	}
-	c2, n2 := counts()
-	if c2-c1 != 1 || n2-n1 != 2 {
-		t.Fatalf("two commands, the second runnable when the first queued: %d commits of %d commands, want 1 of 2", c2-c1, n2-n1)
+	if batched < pairs*3/4 {
+		t.Fatalf("two commands, the second runnable when the first queued: %d of %d pairs committed in one batch, want at least %d", batched, pairs, pairs*3/4)
 	}
 }
