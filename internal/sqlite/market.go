@@ -75,7 +75,7 @@ func (s *Store) Disputes(ctx context.Context, merchantID string, mode xaalis.Mod
 		return nil, 0, fmt.Errorf("count disputes: %w", err)
 	}
 	list, err := queryDisputes(ctx, s.read, `SELECT `+disputeColumns+` FROM disputes WHERE `+where+`
-		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
+		ORDER BY created_at DESC, id DESC LIMIT +? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list disputes: %w", err)
 	}
@@ -86,7 +86,7 @@ func (s *Store) Disputes(ctx context.Context, merchantID string, mode xaalis.Mod
 // needs_response whose due_by is at or before now, soonest due first.
 func (s *Store) DueDisputes(ctx context.Context, now time.Time, limit int) ([]*xaalis.Dispute, error) {
 	list, err := queryDisputes(ctx, s.read, `SELECT `+disputeColumns+` FROM disputes
-		WHERE status = 'needs_response' AND due_by <= ? ORDER BY due_by, id LIMIT ?`, micros(now), limit)
+		WHERE status = 'needs_response' AND due_by <= ? ORDER BY due_by, id LIMIT +?`, micros(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due disputes: %w", err)
 	}
@@ -246,7 +246,9 @@ func (s *Store) Subscription(ctx context.Context, merchantID, id string) (*xaali
 func (s *Store) Subscriptions(ctx context.Context, merchantID string, mode xaalis.Mode, status xaalis.SubscriptionStatus, page xaalis.PageRequest) ([]*xaalis.Subscription, int, error) {
 	where, args := `merchant_id = ? AND mode = ?`, []any{merchantID, mode}
 	if status != "" {
-		where += ` AND status = ?`
+		// CAST: subscriptions_due's WHERE compares status with a literal
+		// (txListWhere).
+		where += ` AND status = CAST(? AS TEXT)`
 		args = append(args, status)
 	}
 	var total int
@@ -254,7 +256,7 @@ func (s *Store) Subscriptions(ctx context.Context, merchantID string, mode xaali
 		return nil, 0, fmt.Errorf("count subscriptions: %w", err)
 	}
 	list, err := querySubscriptions(ctx, s.read, `SELECT `+subscriptionColumns+` FROM subscriptions WHERE `+where+`
-		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
+		ORDER BY created_at DESC, id DESC LIMIT +? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list subscriptions: %w", err)
 	}
@@ -265,7 +267,7 @@ func (s *Store) Subscriptions(ctx context.Context, merchantID string, mode xaali
 // merchant whose next_action_at is at or before now, oldest first.
 func (s *Store) DueSubscriptions(ctx context.Context, now time.Time, limit int) ([]*xaalis.Subscription, error) {
 	list, err := querySubscriptions(ctx, s.read, `SELECT `+subscriptionColumns+` FROM subscriptions
-		WHERE status = 'active' AND next_action_at <= ? ORDER BY next_action_at, id LIMIT ?`, micros(now), limit)
+		WHERE status = 'active' AND next_action_at <= ? ORDER BY next_action_at, id LIMIT +?`, micros(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due subscriptions: %w", err)
 	}
@@ -335,7 +337,7 @@ func (s *Store) Customers(ctx context.Context, f xaalis.CustomerFilter, page xaa
 		return nil, 0, fmt.Errorf("count customers: %w", err)
 	}
 	rows, err := s.read.QueryContext(ctx, `SELECT `+customerColumns+` FROM customers WHERE `+where+`
-		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, f.MerchantID, f.Mode, page.PerPage, page.Offset())
+		ORDER BY created_at DESC, id DESC LIMIT +? OFFSET ?`, f.MerchantID, f.Mode, page.PerPage, page.Offset())
 	if err != nil {
 		return nil, 0, fmt.Errorf("list customers: %w", err)
 	}

@@ -102,7 +102,7 @@ func (s *Store) AuditLog(ctx context.Context, page xaalis.PageRequest) ([]*xaali
 		}
 		return &e, nil
 	}, `SELECT id, at, actor, token_id, action, object_type, object_id, before, after, request_id, client_ip FROM audit_log
-		ORDER BY at DESC, id DESC LIMIT ? OFFSET ?`, page.PerPage, page.Offset())
+		ORDER BY at DESC, id DESC LIMIT +? OFFSET ?`, page.PerPage, page.Offset())
 	return list, total, err
 }
 

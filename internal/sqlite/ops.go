@@ -109,7 +109,7 @@ func (s *Store) CompactStats(ctx context.Context, beforeDay int64) (int64, error
 func (s *Store) WebhookBacklog(ctx context.Context, capAt, limit int) (xaalis.WebhookBacklog, error) {
 	var b xaalis.WebhookBacklog
 	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries
-		WHERE status = 'pending' LIMIT ?)`, capAt).Scan(&b.Pending); err != nil {
+		WHERE status = 'pending' LIMIT +?)`, capAt).Scan(&b.Pending); err != nil {
 		return b, fmt.Errorf("count pending deliveries: %w", err)
 	}
 	b.Saturated = b.Pending >= capAt
@@ -133,7 +133,7 @@ func (s *Store) WebhookBacklog(ctx context.Context, capAt, limit int) (xaalis.We
 		return f, err
 	}, `SELECT merchant_id, mode, coalesce(endpoint_id, ''), url, count(*), min(created_at), max(coalesce(last_attempt_at, 0))
 		FROM webhook_deliveries WHERE status = 'pending' AND attempts > 0
-		GROUP BY merchant_id, mode, coalesce(endpoint_id, ''), url ORDER BY count(*) DESC, min(created_at) LIMIT ?`, limit)
+		GROUP BY merchant_id, mode, coalesce(endpoint_id, ''), url ORDER BY count(*) DESC, min(created_at) LIMIT +?`, limit)
 	return b, err
 }
 
@@ -279,7 +279,9 @@ func (s *Store) Merchants(ctx context.Context, f xaalis.MerchantFilter, page xaa
 	where, args := `1 = 1`, []any{}
 	if f.Query != "" {
 		p := likePattern(strings.ToLower(f.Query))
-		where = `(m.id LIKE ? ESCAPE '\' OR lower(m.name) LIKE ? ESCAPE '\')`
+		// CAST: a bare bound pattern is read by the planner, and the
+		// statement prepared again at each new one (TestReadsPrepareOnce).
+		where = `(m.id LIKE CAST(? AS TEXT) ESCAPE '\' OR lower(m.name) LIKE CAST(? AS TEXT) ESCAPE '\')`
 		args = append(args, p+"%", "%"+p+"%")
 	}
 	var total int
@@ -288,7 +290,7 @@ func (s *Store) Merchants(ctx context.Context, f xaalis.MerchantFilter, page xaa
 	}
 	list, err := queryAll(ctx, s.read, "list merchants", func(sc func(...any) error) (*xaalis.Merchant, error) {
 		return scanMerchant(sc)
-	}, `SELECT `+merchantColumns+` FROM merchants m WHERE `+where+` ORDER BY m.created_at DESC, m.id DESC LIMIT ? OFFSET ?`,
+	}, `SELECT `+merchantColumns+` FROM merchants m WHERE `+where+` ORDER BY m.created_at DESC, m.id DESC LIMIT +? OFFSET ?`,
 		append(args, page.PerPage, page.Offset())...)
 	return list, total, err
 }
@@ -328,7 +330,7 @@ func (s *Store) PayoutRequestQueue(ctx context.Context, statuses []xaalis.Payout
 		return nil, 0, fmt.Errorf("count payout requests: %w", err)
 	}
 	list, err := queryPRs(ctx, s.read, `SELECT `+prColumns+` FROM payout_requests WHERE status IN (`+in+`)
-		ORDER BY submitted_at, id LIMIT ? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
+		ORDER BY submitted_at, id LIMIT +? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("payout request queue: %w", err)
 	}
@@ -349,7 +351,7 @@ func (s *Store) OpenDisputes(ctx context.Context, page xaalis.PageRequest) ([]*x
 		return nil, 0, fmt.Errorf("count open disputes: %w", err)
 	}
 	list, err := queryDisputes(ctx, s.read, `SELECT `+disputeColumns+` FROM disputes WHERE `+where+`
-		ORDER BY due_by, id LIMIT ? OFFSET ?`, page.PerPage, page.Offset())
+		ORDER BY due_by, id LIMIT +? OFFSET ?`, page.PerPage, page.Offset())
 	if err != nil {
 		return nil, 0, fmt.Errorf("open disputes: %w", err)
 	}
@@ -370,7 +372,7 @@ func (s *Store) FindTransactions(ctx context.Context, key string, limit int) ([]
 			UNION SELECT id FROM transactions WHERE reference = ?
 			UNION SELECT id FROM transactions WHERE merchant_ref = ? AND merchant_ref IS NOT NULL
 			UNION SELECT id FROM transactions WHERE payer_phone = ? AND payer_phone <> '')
-		ORDER BY created_at DESC, id DESC LIMIT ?`, key, key, key, key, limit)
+		ORDER BY created_at DESC, id DESC LIMIT +?`, key, key, key, key, limit)
 }
 
 // ChildTransactions returns the refunds of a payment, oldest first.

@@ -45,7 +45,7 @@ const lookupPayoutRequestQuery = `SELECT ` + prColumns + ` FROM payout_requests 
 // newest first.
 func (s *Store) PayoutRequests(ctx context.Context, merchantID string, mode xaalis.Mode, limit int) ([]*xaalis.PayoutRequest, error) {
 	list, err := queryPRs(ctx, s.read, `SELECT `+prColumns+` FROM payout_requests
-		WHERE merchant_id = ? AND mode = ? ORDER BY submitted_at DESC, id DESC LIMIT ?`, merchantID, mode, limit)
+		WHERE merchant_id = ? AND mode = ? ORDER BY submitted_at DESC, id DESC LIMIT +?`, merchantID, mode, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list payout requests: %w", err)
 	}
@@ -62,7 +62,7 @@ func (s *Store) Settlements(ctx context.Context, merchantID string, mode xaalis.
 		return nil, 0, fmt.Errorf("count settlements: %w", err)
 	}
 	list, err := queryPRs(ctx, s.read, `SELECT `+prColumns+` FROM payout_requests WHERE `+where+`
-		ORDER BY completed_at DESC, id DESC LIMIT ? OFFSET ?`, merchantID, mode, page.PerPage, page.Offset())
+		ORDER BY completed_at DESC, id DESC LIMIT +? OFFSET ?`, merchantID, mode, page.PerPage, page.Offset())
 	if err != nil {
 		return nil, 0, fmt.Errorf("list settlements: %w", err)
 	}

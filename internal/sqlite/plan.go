@@ -51,7 +51,7 @@ func (s *Store) Plans(ctx context.Context, f xaalis.PlanFilter, page xaalis.Page
 		return nil, 0, fmt.Errorf("count plans: %w", err)
 	}
 	rows, err := s.read.QueryContext(ctx, `SELECT `+planColumns+` FROM plans WHERE `+where+`
-		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
+		ORDER BY created_at DESC, id DESC LIMIT +? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list plans: %w", err)
 	}

@@ -179,7 +179,7 @@ func (s *Store) ResealSecrets(ctx context.Context, limit int, clearOnly bool) (i
 			var e endpoint
 			return e, sc(&e.id, &e.secret, &e.previous)
 		}, `SELECT id, secret, previous_secret FROM webhook_endpoints
-			WHERE `+stale("secret")+` OR (previous_secret <> '' AND `+stale("previous_secret")+`) LIMIT ?`, limit)
+			WHERE `+stale("secret")+` OR (previous_secret <> '' AND `+stale("previous_secret")+`) LIMIT +?`, limit)
 		if err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ func (s *Store) ResealSecrets(ctx context.Context, limit int, clearOnly bool) (i
 			list, err := queryAll(ctx, tx, "find "+k.table, func(sc func(...any) error) (stable, error) {
 				var c stable
 				return c, sc(&c.merchant, &c.mode, &c.secret)
-			}, `SELECT merchant_id, mode, secret FROM `+k.table+` WHERE `+stale("secret")+` LIMIT ?`, limit-done)
+			}, `SELECT merchant_id, mode, secret FROM `+k.table+` WHERE `+stale("secret")+` LIMIT +?`, limit-done)
 			if err != nil {
 				return err
 			}
@@ -238,7 +238,7 @@ func (s *Store) ResealSecrets(ctx context.Context, limit int, clearOnly bool) (i
 		if !clearOnly && done < limit {
 			answers, err = queryAll(ctx, tx, "find sealed answers", scanAnswer, `SELECT merchant_id, mode, key_type, key,
 				response_body FROM idempotency_keys WHERE substr(response_body, 1, 7) = ? AND substr(response_body, 1, 24) <> ?
-				LIMIT ?`, []byte(xaalis.SealedPrefix), []byte(prefix), limit-done)
+				LIMIT +?`, []byte(xaalis.SealedPrefix), []byte(prefix), limit-done)
 			if err != nil {
 				return err
 			}
@@ -250,7 +250,7 @@ func (s *Store) ResealSecrets(ctx context.Context, limit int, clearOnly bool) (i
 			n := limit - done - len(answers)
 			clear, err := queryAll(ctx, tx, "find answers in clear", scanAnswer, `SELECT merchant_id, mode, key_type, key,
 				response_body FROM idempotency_keys WHERE substr(response_body, 1, 7) <> ? AND instr(response_body, ?) > 0
-				LIMIT ?`, []byte(xaalis.SealedPrefix), []byte(secretMarker), n)
+				LIMIT +?`, []byte(xaalis.SealedPrefix), []byte(secretMarker), n)
 			if err != nil {
 				return err
 			}

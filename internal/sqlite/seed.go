@@ -241,7 +241,7 @@ func seedChunkRows(ctx context.Context, q querier, p *xaalis.SeedPlan, a, b, k i
 	}
 	var out []xaalis.SeededPayment
 	if k > 0 {
-		rows, err := q.QueryContext(ctx, `SELECT id, ref FROM temp.seed_rows ORDER BY random() LIMIT ?`, k)
+		rows, err := q.QueryContext(ctx, `SELECT id, ref FROM temp.seed_rows ORDER BY random() LIMIT +?`, k)
 		if err != nil {
 			return nil, err
 		}

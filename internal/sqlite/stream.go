@@ -48,7 +48,7 @@ func (s *Store) StreamEvents(ctx context.Context, merchantID string, mode xaalis
 		}
 		return xaalis.StreamedEvent{Event: e, Cursor: xaalis.StreamCursor{Pos: pos}}, nil
 	}, `SELECT `+eventColumns+`, stream_pos FROM events
-		WHERE merchant_id = ? AND mode = ? AND stream_pos > ? ORDER BY stream_pos LIMIT ?`,
+		WHERE merchant_id = ? AND mode = ? AND stream_pos > ? ORDER BY stream_pos LIMIT +?`,
 		merchantID, mode, after.Pos, limit)
 }
 

@@ -201,7 +201,9 @@ func (s *Store) ListEvents(ctx context.Context, f xaalis.EventFilter, page xaali
 		add("created_at < ?", micros(*f.To))
 	}
 	if f.DeliveryStatus != "" {
-		add("EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.id AND d.status = ?)", f.DeliveryStatus)
+		// CAST: webhook_deliveries_due's WHERE compares status with a
+		// literal (txListWhere).
+		add("EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.id AND d.status = CAST(? AS TEXT))", f.DeliveryStatus)
 	}
 	w := strings.Join(where, " AND ")
 	var total int
@@ -209,7 +211,7 @@ func (s *Store) ListEvents(ctx context.Context, f xaalis.EventFilter, page xaali
 		return nil, 0, fmt.Errorf("count events: %w", err)
 	}
 	rows, err := s.read.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE `+w+`
-		ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
+		ORDER BY created_at DESC, id DESC LIMIT +? OFFSET ?`, append(args, page.PerPage, page.Offset())...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
@@ -309,7 +311,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		list, err = queryDeliveries(ctx, xtx.(*Tx).tx, `UPDATE webhook_deliveries SET locked_until = ?
 			WHERE id IN (SELECT id FROM webhook_deliveries
 				WHERE status = 'pending' AND next_attempt_at <= ? AND locked_until <= ?
-				ORDER BY next_attempt_at, id LIMIT ?)
+				ORDER BY next_attempt_at, id LIMIT +?)
 			RETURNING `+deliveryColumns, micros(now.Add(lease)), micros(now), micros(now), limit)
 		if err != nil {
 			return fmt.Errorf("claim deliveries: %w", err)
