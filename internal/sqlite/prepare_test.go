@@ -20,37 +20,39 @@ import (
 // called once for each SELECT a statement holds, at every preparation,
 // the automatic re-preparations included.
 var compiles struct {
-	once sync.Once
-	mu   sync.Mutex
-	by   map[string]*atomic.Int64
+	mu sync.Mutex
+	by map[string]*atomic.Int64
+}
+
+// The hook is registered before any test runs: the driver reads its hooks
+// without a lock whenever it opens a connection.
+func init() {
+	compiles.by = map[string]*atomic.Int64{}
+	sqlite.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, dsn string) error {
+		compiles.mu.Lock()
+		var n *atomic.Int64
+		for token, m := range compiles.by {
+			if strings.Contains(dsn, token) {
+				n = m
+			}
+		}
+		compiles.mu.Unlock()
+		if n == nil {
+			return nil
+		}
+		return c.(sqlite.AuthorizerRegisterer).RegisterAuthorizer(func(a sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
+			if a == sqlite.AuthSelect {
+				n.Add(1)
+			}
+			return sqlite.AuthorizerOK
+		})
+	})
 }
 
 // countCompiles returns a directory for a database whose connections count
 // the SELECTs compiled on them, and the count so far.
 func countCompiles(t *testing.T) (dir string, count func() int64) {
 	t.Helper()
-	compiles.once.Do(func() {
-		compiles.by = map[string]*atomic.Int64{}
-		sqlite.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, dsn string) error {
-			compiles.mu.Lock()
-			var n *atomic.Int64
-			for token, m := range compiles.by {
-				if strings.Contains(dsn, token) {
-					n = m
-				}
-			}
-			compiles.mu.Unlock()
-			if n == nil {
-				return nil
-			}
-			return c.(sqlite.AuthorizerRegisterer).RegisterAuthorizer(func(a sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
-				if a == sqlite.AuthSelect {
-					n.Add(1)
-				}
-				return sqlite.AuthorizerOK
-			})
-		})
-	})
 	dir, err := os.MkdirTemp(t.TempDir(), "compiles-")
 	if err != nil {
 		t.Fatal(err)
