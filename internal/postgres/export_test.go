@@ -69,3 +69,42 @@ func MigrateTo(ctx context.Context, url string, version int64) error {
 	_, err = p.UpTo(ctx, version)
 	return err
 }
+
+// PlanCount is how PostgreSQL planned one prepared statement on a
+// connection: Generic executions used the statement's cached generic plan,
+// Custom ones planned it again for their parameter values.
+type PlanCount struct {
+	Statement       string
+	Generic, Custom int64
+}
+
+// PlanCounts reads pg_prepared_statements on each of the pool's idle
+// connections: the statements pgx prepared and cached there.
+func (s *Store) PlanCounts(ctx context.Context) ([]PlanCount, error) {
+	var out []PlanCount
+	conns := s.pool.AcquireAllIdle(ctx)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for _, c := range conns {
+		rows, err := c.Conn().Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var p PlanCount
+			if err := rows.Scan(&p.Statement, &p.Generic, &p.Custom); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out = append(out, p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

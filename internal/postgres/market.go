@@ -52,8 +52,9 @@ func (s *Store) Disputes(ctx context.Context, merchantID string, mode xaalis.Mod
 		Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count disputes: %w", err)
 	}
+	tail, args := pageSQL(page, merchantID, mode, status)
 	list, err := queryDisputes(ctx, s.pool, "list disputes", `SELECT `+disputeColumns+` FROM disputes WHERE `+where+`
-		ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5`, merchantID, mode, status, page.PerPage, page.Offset())
+		ORDER BY created_at DESC, id DESC`+tail, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -64,7 +65,7 @@ func (s *Store) Disputes(ctx context.Context, merchantID string, mode xaalis.Mod
 // needs_response whose due_by is at or before now, soonest due first.
 func (s *Store) DueDisputes(ctx context.Context, now time.Time, limit int) ([]*xaalis.Dispute, error) {
 	return queryDisputes(ctx, s.pool, "due disputes", `SELECT `+disputeColumns+` FROM disputes
-		WHERE status = 'needs_response' AND due_by <= $1 ORDER BY due_by, id LIMIT $2`, now, limit)
+		WHERE status = 'needs_response' AND due_by <= $1 ORDER BY due_by, id`+limitSQL(limit), now)
 }
 
 // InsertDispute stores a new dispute. A second open dispute of one payment
@@ -208,9 +209,9 @@ func (s *Store) Subscriptions(ctx context.Context, merchantID string, mode xaali
 		Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count subscriptions: %w", err)
 	}
+	tail, args := pageSQL(page, merchantID, mode, status)
 	list, err := querySubscriptions(ctx, s.pool, "list subscriptions", `SELECT `+subscriptionColumns+`
-		FROM subscriptions WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5`,
-		merchantID, mode, status, page.PerPage, page.Offset())
+		FROM subscriptions WHERE `+where+` ORDER BY created_at DESC, id DESC`+tail, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -221,7 +222,7 @@ func (s *Store) Subscriptions(ctx context.Context, merchantID string, mode xaali
 // merchant whose next_action_at is at or before now, oldest first.
 func (s *Store) DueSubscriptions(ctx context.Context, now time.Time, limit int) ([]*xaalis.Subscription, error) {
 	return querySubscriptions(ctx, s.pool, "due subscriptions", `SELECT `+subscriptionColumns+` FROM subscriptions
-		WHERE status = 'active' AND next_action_at <= $1 ORDER BY next_action_at, id LIMIT $2`, now, limit)
+		WHERE status = 'active' AND next_action_at <= $1 ORDER BY next_action_at, id`+limitSQL(limit), now)
 }
 
 // InsertSubscription stores a new subscription.
@@ -267,8 +268,9 @@ func (s *Store) Customers(ctx context.Context, f xaalis.CustomerFilter, page xaa
 		return nil, 0, fmt.Errorf("count customers: %w", err)
 	}
 	const op = "list customers"
+	tail, args := pageSQL(page, f.MerchantID, f.Mode)
 	rows, err := s.pool.Query(ctx, `SELECT `+customerColumns+` FROM customers WHERE `+where+`
-		ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4`, f.MerchantID, f.Mode, page.PerPage, page.Offset())
+		ORDER BY created_at DESC, id DESC`+tail, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", op, err)
 	}

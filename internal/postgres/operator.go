@@ -81,6 +81,7 @@ func (s *Store) AuditLog(ctx context.Context, page xaalis.PageRequest) ([]*xaali
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM audit_log`).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count audit log: %w", err)
 	}
+	tail, args := pageSQL(page)
 	list, err := queryAll(ctx, s.pool, "list audit log", func(op string, row interface{ Scan(...any) error }) (*xaalis.AuditEntry, error) {
 		var e xaalis.AuditEntry
 		var before, after []byte
@@ -92,7 +93,7 @@ func (s *Store) AuditLog(ctx context.Context, page xaalis.PageRequest) ([]*xaali
 		e.Before, e.After = before, after
 		return &e, nil
 	}, `SELECT id, at, actor, token_id, action, object_type, object_id, before::text, after::text, request_id,
-		client_ip FROM audit_log ORDER BY at DESC, id DESC LIMIT $1 OFFSET $2`, page.PerPage, page.Offset())
+		client_ip FROM audit_log ORDER BY at DESC, id DESC`+tail, args...)
 	return list, total, err
 }
 

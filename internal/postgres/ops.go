@@ -60,7 +60,7 @@ func (s *Store) CompactStats(ctx context.Context, beforeDay int64) (int64, error
 func (s *Store) WebhookBacklog(ctx context.Context, capAt, limit int) (xaalis.WebhookBacklog, error) {
 	var b xaalis.WebhookBacklog
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries
-		WHERE status = 'pending' LIMIT $1) AS p`, capAt).Scan(&b.Pending); err != nil {
+		WHERE status = 'pending'`+limitSQL(capAt)+`) AS p`).Scan(&b.Pending); err != nil {
 		return b, fmt.Errorf("count pending deliveries: %w", err)
 	}
 	b.Saturated = b.Pending >= capAt
@@ -86,7 +86,7 @@ func (s *Store) WebhookBacklog(ctx context.Context, capAt, limit int) (xaalis.We
 	}, `SELECT merchant_id, mode, coalesce(endpoint_id, ''), url, count(*), min(created_at),
 			max(coalesce(last_attempt_at, 'epoch'::timestamptz))
 		FROM webhook_deliveries WHERE status = 'pending' AND attempts > 0
-		GROUP BY merchant_id, mode, coalesce(endpoint_id, ''), url ORDER BY count(*) DESC, min(created_at) LIMIT $1`, limit)
+		GROUP BY merchant_id, mode, coalesce(endpoint_id, ''), url ORDER BY count(*) DESC, min(created_at)`+limitSQL(limit))
 	return b, err
 }
 
@@ -235,11 +235,10 @@ func (s *Store) Merchants(ctx context.Context, f xaalis.MerchantFilter, page xaa
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM merchants m WHERE `+where, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count merchants: %w", err)
 	}
-	n := len(args)
+	tail, args := pageSQL(page, args...)
 	list, err := queryAll(ctx, s.pool, "list merchants", func(op string, row interface{ Scan(...any) error }) (*xaalis.Merchant, error) {
 		return scanMerchant(op, row)
-	}, fmt.Sprintf(`SELECT `+merchantColumns+` FROM merchants m WHERE `+where+` ORDER BY m.created_at DESC, m.id DESC
-		LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, page.PerPage, page.Offset())...)
+	}, `SELECT `+merchantColumns+` FROM merchants m WHERE `+where+` ORDER BY m.created_at DESC, m.id DESC`+tail, args...)
 	return list, total, err
 }
 
@@ -271,8 +270,9 @@ func (s *Store) PayoutRequestQueue(ctx context.Context, statuses []xaalis.Payout
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM payout_requests WHERE status = ANY($1)`, st).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count payout requests: %w", err)
 	}
+	tail, args := pageSQL(page, st)
 	list, err := queryPRs(ctx, s.pool, "payout request queue", `SELECT `+prColumns+` FROM payout_requests
-		WHERE status = ANY($1) ORDER BY submitted_at, id LIMIT $2 OFFSET $3`, st, page.PerPage, page.Offset())
+		WHERE status = ANY($1) ORDER BY submitted_at, id`+tail, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -292,8 +292,9 @@ func (s *Store) OpenDisputes(ctx context.Context, page xaalis.PageRequest) ([]*x
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM disputes WHERE `+where).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count open disputes: %w", err)
 	}
+	tail, args := pageSQL(page)
 	list, err := queryDisputes(ctx, s.pool, "open disputes", `SELECT `+disputeColumns+` FROM disputes WHERE `+where+`
-		ORDER BY due_by, id LIMIT $1 OFFSET $2`, page.PerPage, page.Offset())
+		ORDER BY due_by, id`+tail, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -314,7 +315,7 @@ func (s *Store) FindTransactions(ctx context.Context, key string, limit int) ([]
 			UNION SELECT id FROM transactions WHERE reference = $1
 			UNION SELECT id FROM transactions WHERE merchant_ref = $1 AND merchant_ref IS NOT NULL
 			UNION SELECT id FROM transactions WHERE payer_phone = $1 AND payer_phone <> '')
-		ORDER BY created_at DESC, id DESC LIMIT $2`, key, limit)
+		ORDER BY created_at DESC, id DESC`+limitSQL(limit), key)
 }
 
 // ChildTransactions returns the refunds of a payment, oldest first.

@@ -41,7 +41,7 @@ func (s *Store) PayoutRequest(ctx context.Context, merchantID, key string) (*xaa
 // newest first.
 func (s *Store) PayoutRequests(ctx context.Context, merchantID string, mode xaalis.Mode, limit int) ([]*xaalis.PayoutRequest, error) {
 	return queryPRs(ctx, s.pool, "list payout requests", `SELECT `+prColumns+` FROM payout_requests
-		WHERE merchant_id = $1 AND mode = $2 ORDER BY submitted_at DESC, id DESC LIMIT $3`, merchantID, mode, limit)
+		WHERE merchant_id = $1 AND mode = $2 ORDER BY submitted_at DESC, id DESC`+limitSQL(limit), merchantID, mode)
 }
 
 // Settlements lists one page of completed payout requests, newest
@@ -53,8 +53,9 @@ func (s *Store) Settlements(ctx context.Context, merchantID string, mode xaalis.
 		Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count settlements: %w", err)
 	}
+	tail, args := pageSQL(page, merchantID, mode)
 	list, err := queryPRs(ctx, s.pool, "list settlements", `SELECT `+prColumns+` FROM payout_requests WHERE `+where+`
-		ORDER BY completed_at DESC, id DESC LIMIT $3 OFFSET $4`, merchantID, mode, page.PerPage, page.Offset())
+		ORDER BY completed_at DESC, id DESC`+tail, args...)
 	if err != nil {
 		return nil, 0, err
 	}

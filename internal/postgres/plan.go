@@ -39,8 +39,9 @@ func (s *Store) Plans(ctx context.Context, f xaalis.PlanFilter, page xaalis.Page
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM plans WHERE `+where, f.MerchantID, f.Mode, f.Active).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count plans: %w", err)
 	}
+	tail, args := pageSQL(page, f.MerchantID, f.Mode, f.Active)
 	rows, err := s.pool.Query(ctx, `SELECT `+planColumns+` FROM plans WHERE `+where+`
-		ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5`, f.MerchantID, f.Mode, f.Active, page.PerPage, page.Offset())
+		ORDER BY created_at DESC, id DESC`+tail, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list plans: %w", err)
 	}

@@ -30,7 +30,7 @@ func (s *Store) StreamHead(ctx context.Context, merchantID string, mode xaalis.M
 	rows, err := s.pool.Query(ctx, `WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
 		SELECT h.xmin::text, e.id FROM h
 		LEFT JOIN LATERAL (SELECT id FROM events WHERE merchant_id = $1 AND mode = $2 AND stream_xid >= h.xmin
-			ORDER BY stream_xid DESC, stream_pos DESC LIMIT $3) e ON true`, merchantID, mode, maxHeadSkip)
+			ORDER BY stream_xid DESC, stream_pos DESC`+limitSQL(maxHeadSkip)+`) e ON true`, merchantID, mode)
 	if err != nil {
 		return xaalis.StreamCursor{}, nil, fmt.Errorf("stream head: %w", err)
 	}
@@ -95,8 +95,8 @@ func (s *Store) StreamEvents(ctx context.Context, merchantID string, mode xaalis
 		FROM events
 		WHERE merchant_id = $1 AND mode = $2 AND (stream_xid, stream_pos) > ($3::text::xid8, $4)
 		  AND stream_xid < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY stream_xid, stream_pos LIMIT $5`,
-		merchantID, mode, strconv.FormatUint(after.Tx, 10), after.Pos, limit)
+		ORDER BY stream_xid, stream_pos`+limitSQL(limit),
+		merchantID, mode, strconv.FormatUint(after.Tx, 10), after.Pos)
 }
 
 // redeliveryQuery selects the latest delivery of each (event, URL) of the

@@ -168,9 +168,9 @@ func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis
 	} else if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM transactions WHERE `+w, c.args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count transactions: %w", err)
 	}
-	n := len(c.args)
-	list, err := queryTxs(ctx, s.pool, "list transactions", fmt.Sprintf(`SELECT `+txColumns+` FROM transactions WHERE `+w+`
-		ORDER BY created_at DESC, id DESC LIMIT $%d OFFSET $%d`, n+1, n+2), append(c.args, page.PerPage, page.Offset())...)
+	tail, args := pageSQL(page, c.args...)
+	list, err := queryTxs(ctx, s.pool, "list transactions", `SELECT `+txColumns+` FROM transactions WHERE `+w+`
+		ORDER BY created_at DESC, id DESC`+tail, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -186,17 +186,17 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 	case q.Expired:
 		return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
 			WHERE type = 'payment' AND status IN ('initiated', 'pending') AND expires_at <= $1
-			ORDER BY expires_at LIMIT $2`, q.Now, q.Limit)
+			ORDER BY expires_at`+limitSQL(q.Limit), q.Now)
 	case q.Dispatch:
 		// The conditions are those of the transactions_dispatch index.
 		return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
 			WHERE type IN ('payout', 'refund') AND status IN ('initiated', 'pending')
 				AND coalesce(dispatched_at, created_at) < $1
-			ORDER BY coalesce(dispatched_at, created_at), id LIMIT $2`, q.Before, q.Limit)
+			ORDER BY coalesce(dispatched_at, created_at), id`+limitSQL(q.Limit), q.Before)
 	}
 	return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
 		WHERE type = 'payment' AND status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < $1
-		ORDER BY coalesce(reconciled_at, created_at) LIMIT $2`, q.Before, q.Limit)
+		ORDER BY coalesce(reconciled_at, created_at)`+limitSQL(q.Limit), q.Before)
 }
 
 // Volume sums a scope's volume counters from Since's day on.

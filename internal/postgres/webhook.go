@@ -197,9 +197,9 @@ func (s *Store) ListEvents(ctx context.Context, f xaalis.EventFilter, page xaali
 		return nil, 0, fmt.Errorf("count events: %w", err)
 	}
 	const op = "list events"
-	n := len(c.args)
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+eventColumns+` FROM events WHERE `+w+`
-		ORDER BY created_at DESC, id DESC LIMIT $%d OFFSET $%d`, n+1, n+2), append(c.args, page.PerPage, page.Offset())...)
+	tail, args := pageSQL(page, c.args...)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE `+w+`
+		ORDER BY created_at DESC, id DESC`+tail, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", op, err)
 	}
@@ -296,8 +296,8 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	list, err := queryDeliveries(ctx, s.pool, "claim deliveries", `UPDATE webhook_deliveries SET locked_until = $1
 		WHERE id IN (SELECT id FROM webhook_deliveries
 			WHERE status = 'pending' AND next_attempt_at <= $2 AND locked_until <= $2
-			ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
-		RETURNING `+deliveryColumns, now.Add(lease), now, limit)
+			ORDER BY next_attempt_at, id`+limitSQL(limit)+` FOR UPDATE SKIP LOCKED)
+		RETURNING `+deliveryColumns, now.Add(lease), now)
 	if err != nil {
 		return nil, err
 	}

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"modernc.org/sqlite"
 
+	"github.com/xaalis/xaalis/internal/storetest"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -86,128 +86,20 @@ func TestReadsPrepareOnce(t *testing.T) {
 	s.readDB.SetMaxOpenConns(1)
 	s.readDB.SetMaxIdleConns(1)
 
-	now := time.Now()
-	m, mode := "mer_prepare", xaalis.ModeTest
 	page := func(i int) xaalis.PageRequest { return xaalis.PageRequest{Page: 1 + i, PerPage: 10 + i} }
-	types := []xaalis.TxType{xaalis.TypePayment, xaalis.TypePayout, xaalis.TypeRefund}
-	statuses := []xaalis.Status{xaalis.StatusPending, xaalis.StatusSuccess, xaalis.StatusFailed}
-	for _, c := range []struct {
-		name string
-		read func(i int) error
-	}{
-		{"transactions", func(i int) error {
-			_, _, err := s.Transactions(ctx, xaalis.TxFilter{MerchantID: m, Mode: mode}, page(i))
-			return err
-		}},
-		{"transactions by type", func(i int) error {
-			_, _, err := s.Transactions(ctx, xaalis.TxFilter{MerchantID: m, Mode: mode, Type: types[i%3]}, page(i))
-			return err
-		}},
-		{"transactions by type and status", func(i int) error {
-			_, _, err := s.Transactions(ctx, xaalis.TxFilter{MerchantID: m, Mode: mode, Type: types[i%3], Status: statuses[i%3]}, page(i))
-			return err
-		}},
-		{"transactions by status, provider and dates", func(i int) error {
-			from, to := now.Add(-time.Hour), now
-			_, _, err := s.Transactions(ctx, xaalis.TxFilter{MerchantID: m, Mode: mode, Status: statuses[i%3], Provider: "channel_a", From: &from, To: &to}, page(i))
-			return err
-		}},
-		{"due: expired", func(i int) error {
-			_, err := s.DueTransactions(ctx, xaalis.DueQuery{Now: now, Limit: 10 + i, Expired: true})
-			return err
-		}},
-		{"due: reconcile", func(i int) error {
-			_, err := s.DueTransactions(ctx, xaalis.DueQuery{Now: now, Limit: 10 + i, Reconcile: true, Before: now})
-			return err
-		}},
-		{"due: dispatch", func(i int) error {
-			_, err := s.DueTransactions(ctx, xaalis.DueQuery{Now: now, Limit: 10 + i, Dispatch: true, Before: now})
-			return err
-		}},
-		{"find transactions", func(i int) error {
-			_, err := s.FindTransactions(ctx, "TX-1", 10+i)
-			return err
-		}},
-		{"events", func(i int) error {
-			_, _, err := s.ListEvents(ctx, xaalis.EventFilter{MerchantID: m, Mode: mode, Type: "payment.success"}, page(i))
-			return err
-		}},
-		{"events by delivery status", func(i int) error {
-			st := []xaalis.DeliveryStatus{xaalis.DeliveryPending, xaalis.DeliverySucceeded, xaalis.DeliveryFailed}[i%3]
-			_, _, err := s.ListEvents(ctx, xaalis.EventFilter{MerchantID: m, Mode: mode, DeliveryStatus: st}, page(i))
-			return err
-		}},
-		{"event stream", func(i int) error {
-			_, err := s.StreamEvents(ctx, m, mode, xaalis.StreamCursor{Pos: int64(i)}, 10+i)
-			return err
-		}},
-		{"customers", func(i int) error {
-			_, _, err := s.Customers(ctx, xaalis.CustomerFilter{MerchantID: m, Mode: mode}, page(i))
-			return err
-		}},
-		{"plans", func(i int) error {
-			_, _, err := s.Plans(ctx, xaalis.PlanFilter{MerchantID: m, Mode: mode}, page(i))
-			return err
-		}},
-		{"disputes by status", func(i int) error {
-			st := []xaalis.DisputeStatus{xaalis.DisputeNeedsResponse, xaalis.DisputeWon, xaalis.DisputeLost}[i%3]
-			_, _, err := s.Disputes(ctx, m, mode, st, page(i))
-			return err
-		}},
-		{"due disputes", func(i int) error {
-			_, err := s.DueDisputes(ctx, now, 10+i)
-			return err
-		}},
-		{"subscriptions by status", func(i int) error {
-			st := []xaalis.SubscriptionStatus{xaalis.SubscriptionActive, xaalis.SubscriptionCancelled, xaalis.SubscriptionExpired}[i%3]
-			_, _, err := s.Subscriptions(ctx, m, mode, st, page(i))
-			return err
-		}},
-		{"due subscriptions", func(i int) error {
-			_, err := s.DueSubscriptions(ctx, now, 10+i)
-			return err
-		}},
-		{"payout requests", func(i int) error {
-			_, err := s.PayoutRequests(ctx, m, mode, 10+i)
-			return err
-		}},
-		{"settlements", func(i int) error {
-			_, _, err := s.Settlements(ctx, m, mode, page(i))
-			return err
-		}},
-		{"payout request queue", func(i int) error {
-			st := []xaalis.PayoutRequestStatus{xaalis.PRSubmitted, xaalis.PRApproved, xaalis.PRCompleted}[i%3]
-			_, _, err := s.PayoutRequestQueue(ctx, []xaalis.PayoutRequestStatus{st}, page(i))
-			return err
-		}},
-		{"open disputes", func(i int) error {
-			_, _, err := s.OpenDisputes(ctx, page(i))
-			return err
-		}},
-		{"merchants", func(i int) error {
-			_, _, err := s.Merchants(ctx, xaalis.MerchantFilter{Query: "shop"}, page(i))
-			return err
-		}},
-		{"audit log", func(i int) error {
-			_, _, err := s.AuditLog(ctx, page(i))
-			return err
-		}},
-		{"webhook backlog", func(i int) error {
-			_, err := s.WebhookBacklog(ctx, 100+i, 10+i)
-			return err
-		}},
-	} {
-		if err := c.read(0); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+	limit := func(i int) int { return 10 + i }
+	for _, c := range storetest.Reads(s, page, limit) {
+		if err := c.Run(ctx, 0); err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
 		}
 		before := count()
 		for i := 1; i < 4; i++ {
-			if err := c.read(i); err != nil {
-				t.Fatalf("%s: %v", c.name, err)
+			if err := c.Run(ctx, i); err != nil {
+				t.Fatalf("%s: %v", c.Name, err)
 			}
 		}
 		if n := count() - before; n != 0 {
-			t.Errorf("%s: %d SELECTs compiled again in 3 calls with other values, want 0", c.name, n)
+			t.Errorf("%s: %d SELECTs compiled again in 3 calls with other values, want 0", c.Name, n)
 		}
 	}
 }
