@@ -502,3 +502,46 @@ func TestCPUPerOK(t *testing.T) {
 		})
 	}
 }
+
+// TestRetrySeed: a seeding request is sent again, with the same
+// Idempotency-Key and body, after a 5xx or a 409, and not after another
+// refusal; it gives up after seedAttempts.
+func TestRetrySeed(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		statuses []int // the answers, in order; the last repeats
+		wantOK   bool
+		attempts int
+	}{
+		{"503 then in flight then created", []int{503, 409, 201}, true, 3},
+		{"created at once", []int{201}, true, 1},
+		{"422 is not retried", []int{422, 201}, false, 1},
+		{"gives up", []int{503}, false, seedAttempts},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var n atomic.Int64
+			var mu sync.Mutex
+			keys, bodies := map[string]bool{}, map[string]bool{}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				keys[r.Header.Get("Idempotency-Key")], bodies[string(b)] = true, true
+				mu.Unlock()
+				i := int(n.Add(1)) - 1
+				w.WriteHeader(c.statuses[min(i, len(c.statuses)-1)])
+				w.Write([]byte(`{}`))
+			}))
+			defer srv.Close()
+			api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+			_, out := retrySeed(context.Background(), func() (*Reply, error) {
+				return api.Do(context.Background(), http.MethodPost, "/v1/payments", "k", "key-1", []byte(`{"amount":1}`))
+			})
+			if out.OK != c.wantOK || int(n.Load()) != c.attempts {
+				t.Errorf("ok %v after %d attempts, want %v after %d", out.OK, n.Load(), c.wantOK, c.attempts)
+			}
+			if len(keys) != 1 || len(bodies) != 1 {
+				t.Errorf("%d keys and %d bodies sent, want one of each", len(keys), len(bodies))
+			}
+		})
+	}
+}

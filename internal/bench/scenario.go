@@ -174,9 +174,10 @@ func seedPayments(ctx context.Context, env *Env, n int, amount int64, tag string
 	var firstErr atomic.Value
 	op := func(ctx context.Context, seq int64) Outcome {
 		ref := fmt.Sprintf("%s-%s-%d", env.RunID, tag, seq)
-		rep, err := env.API.Do(ctx, http.MethodPost, "/v1/payments", env.API.Secret, ref,
-			paymentBody(ref, amount, "channel_a", Phone(seq, "0001")))
-		out := outcome("", rep, err, http.StatusCreated)
+		rep, out := retrySeed(ctx, func() (*Reply, error) {
+			return env.API.Do(ctx, http.MethodPost, "/v1/payments", env.API.Secret, ref,
+				paymentBody(ref, amount, "channel_a", Phone(seq, "0001")))
+		})
 		if !out.OK {
 			failed.Add(1)
 			firstErr.CompareAndSwap(nil, out.ErrorKey())
@@ -205,6 +206,39 @@ func seedPayments(ctx context.Context, env *Env, n int, amount int64, tag string
 		return nil, nil, fmt.Errorf("seeding: %d of %d payments failed (first: %v)", failed.Load(), n, firstErr.Load())
 	}
 	return refs, ids, nil
+}
+
+// seedAttempts and seedBackoff bound retrySeed: five attempts with 2 s of
+// pauses between them wait out a stall of a loaded machine, not a server
+// that never answers.
+const (
+	seedAttempts = 5
+	seedBackoff  = 200 * time.Millisecond
+)
+
+// retrySeed sends one seeding request, and again, with the same
+// Idempotency-Key and body, after a transport failure, a 5xx or a 409
+// (the first attempt still in flight), as a merchant's client retries:
+// the server runs the payment once whatever the attempts. Seeding is not
+// measured, and a run that fails there for one stall of a loaded machine
+// (a dial that timed out under the race detector in CI) measures nothing.
+func retrySeed(ctx context.Context, do func() (*Reply, error)) (*Reply, Outcome) {
+	var rep *Reply
+	var out Outcome
+	for attempt := 1; ; attempt++ {
+		var err error
+		rep, err = do()
+		out = outcome("", rep, err, http.StatusCreated)
+		retry := err != nil || rep.Status >= 500 || rep.Status == http.StatusConflict
+		if out.OK || !retry || attempt == seedAttempts || ctx.Err() != nil {
+			return rep, out
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * seedBackoff):
+		case <-ctx.Done():
+			return rep, out
+		}
+	}
 }
 
 func prepareReplay(ctx context.Context, env *Env) (*Prepared, error) {
