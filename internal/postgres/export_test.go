@@ -89,22 +89,14 @@ func (s *Store) PlanCounts(ctx context.Context) ([]PlanCount, error) {
 		}
 	}()
 	for _, c := range conns {
-		rows, err := c.Conn().Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+		counts, err := queryAll(ctx, c, "plan counts", func(op string, row interface{ Scan(...any) error }) (PlanCount, error) {
+			var p PlanCount
+			return p, row.Scan(&p.Statement, &p.Generic, &p.Custom)
+		}, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var p PlanCount
-			if err := rows.Scan(&p.Statement, &p.Generic, &p.Custom); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		out = append(out, counts...)
 	}
 	return out, nil
 }
