@@ -136,6 +136,41 @@ func TestBenchProfileFails(t *testing.T) {
 	}
 }
 
+// TestBenchGOMAXPROCS is not parallel: GOMAXPROCS is the process's, and
+// the parallel tests' runs would set it too.
+func TestBenchGOMAXPROCS(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	short := []string{"bench", "--json", "--scenario", "status", "--floors=false", "--duration", "200ms", "--warmup", "0s",
+		"--concurrency", "2", "--seed", "5"}
+	for _, tc := range []struct {
+		name   string
+		getenv func(string) string
+		args   []string
+		want   int
+	}{
+		{"default: twice the runtime's", noEnv, nil, 2 * base},
+		{"--gomaxprocs", noEnv, []string{"--gomaxprocs", "3"}, 3},
+		{"GOMAXPROCS set: kept", envOf("GOMAXPROCS", "1"), nil, base},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := cli(t, tc.getenv, append(append(short, tc.args...), "--database-url", "sqlite://"+filepath.Join(t.TempDir(), "b.db"))...)
+			if err != nil {
+				t.Fatalf("bench: %v\n%s", err, errOut)
+			}
+			var rep bench.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("report: %v\n%s", err, out)
+			}
+			if rep.Machine.GOMAXPROCS != tc.want {
+				t.Errorf("GOMAXPROCS during the run %d, want %d", rep.Machine.GOMAXPROCS, tc.want)
+			}
+			if got := runtime.GOMAXPROCS(0); got != base {
+				t.Errorf("GOMAXPROCS after the run %d, want it restored to %d", got, base)
+			}
+		})
+	}
+}
+
 func TestBenchShortRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

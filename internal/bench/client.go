@@ -61,7 +61,8 @@ func loopbackOnly(network, address string, _ syscall.RawConn) error {
 }
 
 // NewHTTPClient returns a client for load: many keep-alive connections,
-// no compression, loopback addresses only.
+// no compression, loopback addresses only; http:// round trips run on the
+// sending goroutine (connTransport).
 func NewHTTPClient(maxConns int) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: loopbackOnly}
 	tr := &http.Transport{
@@ -72,7 +73,7 @@ func NewHTTPClient(maxConns int) *http.Client {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second,
+	return &http.Client{Transport: newConnTransport(d.DialContext, maxConns, tr), Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 

@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingServer counts the connections it accepted and the requests its
+// handler saw.
+func countingServer(t *testing.T, h http.HandlerFunc) (srv *httptest.Server, conns, calls *atomic.Int64) {
+	t.Helper()
+	conns, calls = new(atomic.Int64), new(atomic.Int64)
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		h(w, r)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, conns, calls
+}
+
+// A keep-alive connection the server closed while it was idle fails the
+// next request before any answer: it goes again, once, on a new
+// connection, with its body whole.
+func TestConnTransportRetriesStaleConnection(t *testing.T) {
+	srv, conns, calls := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	})
+	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+	for i, body := range []string{`{"n":1}`, `{"n":2}`} {
+		if i == 1 {
+			srv.CloseClientConnections()
+		}
+		rep, err := api.Do(context.Background(), "POST", "/echo", "k", "idem", []byte(body))
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		if string(rep.Body) != body {
+			t.Errorf("request %d: answer %q, want %q", i+1, rep.Body, body)
+		}
+	}
+	if c, n := calls.Load(), conns.Load(); c != 2 || n != 2 {
+		t.Errorf("handler ran %d times on %d connections, want 2 on 2", c, n)
+	}
+}
+
+// An answer cut after its first bytes means the request ran: it is not
+// sent again.
+func TestConnTransportNoRetryAfterAnswer(t *testing.T) {
+	var n atomic.Int64
+	srv, conns, calls := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Write([]byte("whole"))
+			return
+		}
+		c, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+		buf.Flush()
+		c.Close()
+	})
+	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+	// The first answer puts its connection in the pool; the cut answer
+	// then comes on that reused connection, where a failure before any
+	// answer would be sent again.
+	if rep, err := api.Do(context.Background(), "POST", "/", "k", "idem-1", []byte("{}")); err != nil || string(rep.Body) != "whole" {
+		t.Fatalf("first answer %v, %v", rep, err)
+	}
+	if _, err := api.Do(context.Background(), "POST", "/", "k", "idem-2", []byte("{}")); err == nil {
+		t.Fatal("a cut answer: want an error")
+	}
+	if c, k := calls.Load(), conns.Load(); c != 2 || k != 1 {
+		t.Errorf("handler ran %d times on %d connections for 2 requests, want 2 on 1", c, k)
+	}
+}
+
+// A cancelled context ends a round trip the server has not answered.
+func TestConnTransportCancel(t *testing.T) {
+	release := make(chan struct{})
+	srv, _, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := api.Do(ctx, "GET", "/", "k", "", nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if code := transportError(err); code != "transport: cancelled" {
+		t.Errorf("counted as %q", code)
+	}
+}
+
+// An answer with Connection: close closes its connection: the next
+// request opens another.
+func TestConnTransportConnectionClose(t *testing.T) {
+	srv, conns, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.Write([]byte("ok"))
+	})
+	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+	for range 3 {
+		rep, err := api.Do(context.Background(), "GET", "/", "k", "", nil)
+		if err != nil || string(rep.Body) != "ok" {
+			t.Fatalf("answer %v, %v", rep, err)
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("three answers with Connection: close used %d connections, want 3", n)
+	}
+}
+
+// https:// goes through net/http's Transport: TLS is verified there (the
+// test server's certificate is not trusted).
+func TestConnTransportHTTPS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+	_, err := api.Do(context.Background(), "GET", "/", "k", "", nil)
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("error %v, want a certificate error from TLS", err)
+	}
+}
