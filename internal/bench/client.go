@@ -73,7 +73,10 @@ func NewHTTPClient(maxConns int) *http.Client {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &http.Client{Transport: newConnTransport(d.DialContext, maxConns, tr), Timeout: 30 * time.Second,
+	// No Client.Timeout: for a RoundTripper that is not net/http's own, it
+	// starts a goroutine a request to cancel it; connTransport keeps the
+	// limit itself (requestTimeout).
+	return &http.Client{Transport: newConnTransport(d.DialContext, maxConns, tr),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 

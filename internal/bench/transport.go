@@ -49,7 +49,7 @@ func newConnTransport(dial func(ctx context.Context, network, addr string) (net.
 // net/http's Transport retries it.
 func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
-		return t.fallback.RoundTrip(req)
+		return t.viaFallback(req)
 	}
 	for attempt := 0; ; attempt++ {
 		bc, reused, err := t.get(req.Context(), req.URL)
@@ -76,6 +76,27 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Body = body
 		}
 	}
+}
+
+// requestTimeout bounds a round trip whose context has no deadline.
+const requestTimeout = 30 * time.Second
+
+// viaFallback sends req through the fallback, within requestTimeout, and
+// reads its answer in full before the timeout's context ends.
+func (t *connTransport) viaFallback(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), requestTimeout)
+	defer cancel()
+	resp, err := t.fallback.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	b, err := readBody(resp)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp, nil
 }
 
 // retriable reports whether err is how a write to, or a read from, a
@@ -109,7 +130,7 @@ func (t *connTransport) exchange(req *http.Request, bc *benchConn) (*http.Respon
 	ctx := req.Context()
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(30 * time.Second)
+		deadline = time.Now().Add(requestTimeout)
 	}
 	if err := bc.c.SetDeadline(deadline); err != nil {
 		return nil, false, err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -141,5 +142,31 @@ func TestConnTransportHTTPS(t *testing.T) {
 	_, err := api.Do(context.Background(), "GET", "/", "k", "", nil)
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("error %v, want a certificate error from TLS", err)
+	}
+}
+
+// A round trip starts no goroutine of the client's: http.Client's Timeout
+// would start one a request for a RoundTripper not net/http's own, and
+// net/http's Transport hands each request to two of its own. The server
+// (net/http's, in this process) starts one a request, its background read.
+func TestConnTransportNoGoroutine(t *testing.T) {
+	srv, _, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
+	do := func() {
+		if rep, err := api.Do(context.Background(), "GET", "/", "k", "", nil); err != nil || string(rep.Body) != "ok" {
+			t.Fatalf("answer %v, %v", rep, err)
+		}
+	}
+	do() // the connection
+	const n = 200
+	sample := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(sample)
+	before := sample[0].Value.Uint64()
+	for range n {
+		do()
+	}
+	metrics.Read(sample)
+	if per := float64(sample[0].Value.Uint64()-before) / n; per > 1.5 {
+		t.Errorf("%.2f goroutines created a request, want the server's one", per)
 	}
 }
