@@ -296,8 +296,15 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 	client := bench.NewHTTPClient(max(1024, 2*o.load.Concurrency))
 	defer client.CloseIdleConnections()
 	runID := "b" + randomHex(6)
+	// envs numbers the environments: a scenario measured closed then open
+	// loop gets one for each, and with --target and --api-key both drive
+	// one merchant, whose Idempotency-Keys (RunID and a sequence number
+	// from 0) the open loop would otherwise send again, and be answered
+	// with the closed loop's payments.
+	envs := 0
 	newEnv := func(name string) (*bench.Env, error) {
-		env := &bench.Env{RunID: runID + "-" + name, Load: o.load, Seed: o.seed, DrainTimeout: o.drainTimeout, Progress: progress,
+		envs++
+		env := &bench.Env{RunID: fmt.Sprintf("%s-%d-%s", runID, envs, name), Load: o.load, Seed: o.seed, DrainTimeout: o.drainTimeout, Progress: progress,
 			API: &bench.API{Base: tgt.base, Client: client, Secret: o.apiKey}, Store: tgt.store, DBURL: o.dbURL}
 		if tgt.app != nil {
 			m, keys, err := tgt.app.CreateMerchant(ctx, xaalis.MerchantCreate{Name: "Bench " + name, Country: "SN",

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -168,6 +169,45 @@ func TestBenchGOMAXPROCS(t *testing.T) {
 				t.Errorf("GOMAXPROCS after the run %d, want it restored to %d", got, base)
 			}
 		})
+	}
+}
+
+// TestBenchTargetAPIKey: against a running server with one merchant's
+// key, the open loop after the closed one creates payments of its own.
+// Both phases once sent the same Idempotency-Keys, and the open loop was
+// answered with the closed loop's payments: replays measured as creations.
+func TestBenchTargetAPIKey(t *testing.T) {
+	t.Parallel()
+	s := serve(t, noEnv, serveArgs("sqlite://"+filepath.Join(t.TempDir(), "x.db"), "--rate-limit", "100000",
+		"--rate-burst", "100000", "--idempotency-quota", "0")...)
+	sk, _ := s.demoKeys(t)
+	out, errOut, err := cli(t, noEnv, "bench", "--json", "--target", s.api, "--api-key", sk, "--scenario", "create-payment",
+		"--duration", "300ms", "--warmup", "0s", "--concurrency", "2")
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	closed, open := rep.Find(bench.CreatePayment), rep.Find(bench.OpenName(bench.CreatePayment))
+	if closed == nil || open == nil || closed.OK == 0 || open.OK == 0 {
+		t.Fatalf("want both loops measured: %+v", rep.Results)
+	}
+	r := s.do(t, "GET", "/v1/payments?per_page=1", sk, "").want(t, http.StatusOK, "")
+	var page struct {
+		Pagination struct {
+			Total int64 `json:"total"`
+		} `json:"pagination"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatal(err)
+	}
+	// A request cut at the end of a phase may still have created its
+	// payment.
+	if n := page.Pagination.Total; n < closed.OK+open.OK || n > closed.Requests+open.Requests {
+		t.Errorf("%d payments on the server, want %d to %d (closed loop %d of %d ok, open loop %d of %d)", n,
+			closed.OK+open.OK, closed.Requests+open.Requests, closed.OK, closed.Requests, open.OK, open.Requests)
 	}
 }
 
