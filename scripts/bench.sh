@@ -196,7 +196,8 @@ flight (closed loop). The generator runs in the server's process, on the same CP
 twice the runtime's GOMAXPROCS (\`--gomaxprocs\`): one share for the server and one for the
 generator, as two processes would have; with one, the generator's goroutines queue for the
 server's (status open loop at 9,000 req/s: p99 12-14 ms, against 5-6 ms with the generator in its
-own process and 6.4-6.7 ms with twice the Ps). An open loop's
+own process and 6.4-6.7 ms with twice the Ps; create-payment's 60 s open loop, on the other hand,
+had a longer tail with twice the Ps: see the analysis). An open loop's
 notes tell how late it sent its requests itself (the share sent more than 1 ms after their time,
 the send lag's p99) and the latency from the actual send; the aims are judged from the intended time. Each
 scenario's notes also tell what the process's garbage collector did during it, which the
