@@ -20,11 +20,12 @@ import (
 // the round trip. net/http's Transport hands every request to a
 // connection's write goroutine and every answer back from its read
 // goroutine: with the server's own two, six goroutine hand-offs a
-// request, each waiting for one of the two CPUs the generator shares
-// with the server. Measured on status, open loop at 9,000 req/s: those
-// waits, not the server's work, made most of the p99. Only the client
-// side changes; the server is driven through its real listener as
-// before, and latency is still taken by the caller.
+// request, each waiting for one of the CPUs the generator shares with the
+// server. Measured on status, open loop at 9,000 req/s in alternated
+// runs: p99 14.3 and 12.3 ms with net/http's Transport, 11.7 and 7.9 ms
+// with this one. Only the client side changes; the server is driven
+// through its real listener as before, and latency is still taken by the
+// caller.
 type connTransport struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	idle chan *benchConn
@@ -64,7 +65,7 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		bc.c.Close()
-		if !reused || answered || attempt > 0 || req.Context().Err() != nil || !retriable(err) {
+		if !reused || answered || attempt > 0 || req.Context().Err() != nil || !retriable(err) || !replayable(req) {
 			return nil, err
 		}
 		if req.GetBody != nil {
@@ -97,6 +98,18 @@ func (t *connTransport) viaFallback(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	return resp, nil
+}
+
+// replayable reports whether req may go twice, as net/http's Transport
+// judges it: a server that closed the connection with no answer may have
+// run it. A method without effects, or an Idempotency-Key, makes a second
+// sending harmless.
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != ""
 }
 
 // retriable reports whether err is how a write to, or a read from, a

@@ -57,6 +57,16 @@ func TestConnTransportRetriesStaleConnection(t *testing.T) {
 	if c, n := calls.Load(), conns.Load(); c != 2 || n != 2 {
 		t.Errorf("handler ran %d times on %d connections, want 2 on 2", c, n)
 	}
+
+	// A POST without an Idempotency-Key does not go again: the server
+	// may have run it.
+	srv.CloseClientConnections()
+	if _, err := api.Do(context.Background(), "POST", "/echo", "k", "", []byte(`{"n":3}`)); err == nil {
+		t.Error("a POST without an Idempotency-Key on a closed connection: want an error, not a second sending")
+	}
+	if c := calls.Load(); c != 2 {
+		t.Errorf("handler ran %d times, want 2", c)
+	}
 }
 
 // An answer cut after its first bytes means the request ran: it is not
