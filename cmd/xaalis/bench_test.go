@@ -25,7 +25,13 @@ import (
 // benchRun runs `xaalis bench --json` with args and decodes its report.
 func benchRun(t *testing.T, args ...string) *bench.Report {
 	t.Helper()
-	out, errOut, err := cli(t, noEnv, append([]string{"bench", "--json"}, args...)...)
+	return benchRunEnv(t, noEnv, args...)
+}
+
+// benchRunEnv is benchRun with the environment getenv gives.
+func benchRunEnv(t *testing.T, getenv func(string) string, args ...string) *bench.Report {
+	t.Helper()
+	out, errOut, err := cli(t, getenv, append([]string{"bench", "--json"}, args...)...)
 	if err != nil {
 		t.Fatalf("xaalis bench %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errOut)
 	}
@@ -141,7 +147,7 @@ func TestBenchProfileFails(t *testing.T) {
 // the parallel tests' runs would set it too.
 func TestBenchGOMAXPROCS(t *testing.T) {
 	base := runtime.GOMAXPROCS(0)
-	short := []string{"bench", "--json", "--scenario", "status", "--floors=false", "--duration", "200ms", "--warmup", "0s",
+	short := []string{"--scenario", "status", "--floors=false", "--duration", "200ms", "--warmup", "0s",
 		"--concurrency", "2", "--seed", "5"}
 	for _, tc := range []struct {
 		name   string
@@ -154,14 +160,7 @@ func TestBenchGOMAXPROCS(t *testing.T) {
 		{"GOMAXPROCS set: kept", envOf("GOMAXPROCS", "1"), nil, base},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, err := cli(t, tc.getenv, append(append(short, tc.args...), "--database-url", "sqlite://"+filepath.Join(t.TempDir(), "b.db"))...)
-			if err != nil {
-				t.Fatalf("bench: %v\n%s", err, errOut)
-			}
-			var rep bench.Report
-			if err := json.Unmarshal([]byte(out), &rep); err != nil {
-				t.Fatalf("report: %v\n%s", err, out)
-			}
+			rep := benchRunEnv(t, tc.getenv, append(append(short, tc.args...), "--database-url", "sqlite://"+filepath.Join(t.TempDir(), "b.db"))...)
 			if rep.Machine.GOMAXPROCS != tc.want {
 				t.Errorf("GOMAXPROCS during the run %d, want %d", rep.Machine.GOMAXPROCS, tc.want)
 			}
@@ -181,15 +180,8 @@ func TestBenchTargetAPIKey(t *testing.T) {
 	s := serve(t, noEnv, serveArgs("sqlite://"+filepath.Join(t.TempDir(), "x.db"), "--rate-limit", "100000",
 		"--rate-burst", "100000", "--idempotency-quota", "0")...)
 	sk, _ := s.demoKeys(t)
-	out, errOut, err := cli(t, noEnv, "bench", "--json", "--target", s.api, "--api-key", sk, "--scenario", "create-payment",
+	rep := benchRun(t, "--target", s.api, "--api-key", sk, "--scenario", "create-payment",
 		"--duration", "300ms", "--warmup", "0s", "--concurrency", "2")
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, errOut)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
-	}
 	closed, open := rep.Find(bench.CreatePayment), rep.Find(bench.OpenName(bench.CreatePayment))
 	if closed == nil || open == nil || closed.OK == 0 || open.OK == 0 {
 		t.Fatalf("want both loops measured: %+v", rep.Results)

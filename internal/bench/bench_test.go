@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -370,8 +369,7 @@ var gcSink []byte
 // request.
 func TestAPIDoReadsBody(t *testing.T) {
 	big := strings.Repeat("x", 5000)
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, conns, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/sized":
 			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
@@ -383,14 +381,7 @@ func TestAPIDoReadsBody(t *testing.T) {
 		case "/empty":
 			w.WriteHeader(http.StatusNoContent)
 		}
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	})
 	api := &API{Base: srv.URL, Client: NewHTTPClient(2)}
 	for _, c := range []struct {
 		path string

@@ -145,6 +145,9 @@ func (a *API) Do(ctx context.Context, method, path, key, idemKey string, body []
 // io.EOF with its last bytes, so the connection still goes back to the
 // pool (TestAPIDoReadsBody).
 func readBody(resp *http.Response) ([]byte, error) {
+	if bb, ok := resp.Body.(bufferedBody); ok && bb.Len() == len(bb.b) {
+		return bb.b, nil // read by connTransport, not yet by anyone else
+	}
 	n := resp.ContentLength
 	if n < 0 || n > 1<<20 {
 		return io.ReadAll(resp.Body)

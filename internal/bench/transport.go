@@ -91,13 +91,31 @@ func (t *connTransport) viaFallback(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := bufferBody(resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// bufferedBody is an answer's body already read in full; readBody takes
+// its bytes as they are rather than copying them again.
+type bufferedBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (bufferedBody) Close() error { return nil }
+
+// bufferBody reads resp's body in full and puts it back as a
+// bufferedBody.
+func bufferBody(resp *http.Response) error {
 	b, err := readBody(resp)
 	resp.Body.Close()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return resp, nil
+	resp.Body = bufferedBody{bytes.NewReader(b), b}
+	return nil
 }
 
 // replayable reports whether req may go twice, as net/http's Transport
@@ -138,7 +156,8 @@ func (t *connTransport) get(ctx context.Context, u *url.URL) (*benchConn, bool, 
 
 // exchange writes req on bc and reads its answer in full. answered is
 // true once any byte of an answer has arrived: the request then ran, and
-// must not be sent again. On success bc is back in the pool, or closed.
+// must not be sent again. On success bc is back in the pool, or closed;
+// on an error the caller closes it.
 func (t *connTransport) exchange(req *http.Request, bc *benchConn) (*http.Response, bool, error) {
 	ctx := req.Context()
 	deadline, ok := ctx.Deadline()
@@ -154,10 +173,8 @@ func (t *connTransport) exchange(req *http.Request, bc *benchConn) (*http.Respon
 	resp, answered, err := roundTrip(req, bc)
 	if !stop() {
 		// The context ended during the round trip: its answer may be
-		// cut, and the deadline set under it; the connection goes.
-		if err == nil {
-			bc.c.Close()
-		}
+		// cut, and the deadline set under it; the connection goes (the
+		// caller closes it on any error).
 		return nil, answered, ctx.Err()
 	}
 	if err != nil {
@@ -189,11 +206,8 @@ func roundTrip(req *http.Request, bc *benchConn) (*http.Response, bool, error) {
 	if err != nil {
 		return nil, true, fmt.Errorf("read answer: %w", err)
 	}
-	b, err := readBody(resp)
-	resp.Body.Close()
-	if err != nil {
+	if err := bufferBody(resp); err != nil {
 		return nil, true, fmt.Errorf("read answer: %w", err)
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
 	return resp, true, nil
 }

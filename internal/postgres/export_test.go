@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -24,16 +25,8 @@ func (s *Store) ExplainLookup(ctx context.Context, merchantID, key string) (stri
 	if err != nil {
 		return "", err
 	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return "", err
-		}
-		plan = append(plan, line)
-	}
-	return strings.Join(plan, "\n"), rows.Err()
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(plan, "\n"), err
 }
 
 // DumpRaw returns the text of every row of every table of the store's
