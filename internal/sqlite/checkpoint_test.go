@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -72,6 +73,64 @@ func TestRestartOnce(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // about 150 polls
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the WAL was started over %d times for one crossing of the limit, want 1", n)
+	}
+}
+
+// TestNoRestartOfAWALStartedOver: once a RESTART has started the WAL over,
+// the file stays past the limit until a commit cuts it back (its first
+// write and its cut are apart), or, here, where the writer's
+// journal_size_limit is far above the checkpointer's, for good. Commits
+// that add a few frames to the new log are no reason for another RESTART:
+// the frames the WAL holds, not the file's size, decide. (Before, every
+// such commit started the WAL over again, each time holding every
+// command.)
+func TestNoRestartOfAWALStartedOver(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	s.ckpt.poll.Store(int64(time.Hour)) // the store's own checkpointer stays out of the way
+	write := func(name string, size int) {
+		t.Helper()
+		if err := s.Update(ctx, func(xtx xaalis.Tx) error {
+			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT OR REPLACE INTO settings (name, value) VALUES (?, randomblob(?))`, name, size)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("before", 40000)
+	var calls atomic.Int64
+	c, err := newCheckpointer(s.ckpt.path, func() error {
+		calls.Add(1)
+		return s.ckpt.restart()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	const limit = 16 << 10
+	c.limit.Store(limit)
+	c.poll.Store(int64(2 * time.Millisecond))
+	for deadline := time.Now().Add(10 * time.Second); c.restarted.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no RESTART in 10 s with the WAL past the limit")
+		}
+	}
+	for i := range 5 {
+		write(fmt.Sprint("small ", i), 100) // a few frames, from the WAL's start
+		time.Sleep(20 * time.Millisecond)   // about 10 polls
+	}
+	if fi, err := os.Stat(c.wal); err != nil || fi.Size() <= limit {
+		t.Fatalf("the WAL file: %v, %v; want it past the limit, as the writer left it", fi, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d RESTARTs, want 1: commits to a WAL started over restarted it again", n)
+	}
+	// The new log past the limit is started over again.
+	write("big", 40000)
+	for deadline := time.Now().Add(10 * time.Second); calls.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no RESTART in 10 s with the WAL's frames past the limit")
+		}
 	}
 }
 
