@@ -180,3 +180,27 @@ func TestConnTransportNoGoroutine(t *testing.T) {
 		t.Errorf("%.2f goroutines created a request, want the server's one", per)
 	}
 }
+
+// A connection goes back to the pool of its own server: a request to
+// another server is sent on a connection to that one. (With one pool for
+// all, the second server's request went to the first.)
+func TestConnTransportPoolPerServer(t *testing.T) {
+	a, aConns, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") })
+	b, bConns, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "b") })
+	client := NewHTTPClient(4)
+	for i, c := range []struct {
+		srv  *httptest.Server
+		want string
+	}{{a, "a"}, {b, "b"}, {a, "a"}, {b, "b"}} {
+		rep, err := (&API{Base: c.srv.URL, Client: client}).Do(context.Background(), "GET", "/", "k", "", nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		if string(rep.Body) != c.want {
+			t.Errorf("request %d to server %s answered by server %s", i+1, c.want, rep.Body)
+		}
+	}
+	if na, nb := aConns.Load(), bConns.Load(); na != 1 || nb != 1 {
+		t.Errorf("%d and %d connections, want one kept alive to each server", na, nb)
+	}
+}
