@@ -158,7 +158,10 @@ committed per fsync on the same database, one client (the rate one durable commi
 could reach), **floor-http**, an \`http.Server\` on loopback reading the same request and
 answering a fixed body at the same concurrency, and **floor-db**, the bare durable writes of a
 payment through the \`Store\` at the same concurrency (our own write path, so not a physical
-floor). ×fsync, ×tx, ×http and ×db divide a scenario's ok/s by those floors. stmts/ok is the
+floor). ×fsync, ×tx, ×http and ×db divide a scenario's ok/s by those floors. floor-fsync and
+floor-http are measured again at the end of the run ("again, at the end"): this machine's disk
+and CPUs are shared, and their speed moves from hour to hour; the ratios stay to the first
+measures, and the second says how far the machine moved while the scenarios ran. stmts/ok is the
 SQL statements sent per successful request; cmds/commit the commands each database commit
 carried (group commit); CPU proc/machine the cores this process and the whole machine kept
 busy, and CPU µs/ok this process's CPU (server and generator) per successful request. Speed
