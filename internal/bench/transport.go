@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +64,28 @@ func (t *connTransport) pool(addr string) chan *benchConn {
 		t.idle[addr] = p
 	}
 	return p
+}
+
+// CloseIdleConnections closes the keep-alive connections of every pool and
+// the fallback's: http.Client.CloseIdleConnections, which runBench defers,
+// calls it.
+func (t *connTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	pools := slices.Collect(maps.Values(t.idle))
+	t.mu.Unlock()
+	for _, p := range pools {
+		for drained := false; !drained; {
+			select {
+			case bc := <-p:
+				bc.c.Close()
+			default:
+				drained = true
+			}
+		}
+	}
+	if c, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // RoundTrip sends req and returns its answer with the body already read:

@@ -204,3 +204,33 @@ func TestConnTransportPoolPerServer(t *testing.T) {
 		t.Errorf("%d and %d connections, want one kept alive to each server", na, nb)
 	}
 }
+
+// CloseIdleConnections, which runBench defers on its client, closes the
+// kept-alive connections: the server sees them go.
+func TestConnTransportCloseIdle(t *testing.T) {
+	var open atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client := NewHTTPClient(4)
+	if _, err := (&API{Base: srv.URL, Client: client}).Do(context.Background(), "GET", "/", "k", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := open.Load(); n != 1 {
+		t.Fatalf("%d connections open after a request, want the one kept alive", n)
+	}
+	client.CloseIdleConnections()
+	for deadline := time.Now().Add(5 * time.Second); open.Load() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open after CloseIdleConnections", open.Load())
+		}
+	}
+}
