@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pressly/goose/v3"
+	msqlite "modernc.org/sqlite"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -63,6 +64,23 @@ func MigrateTo(ctx context.Context, path string, version int64) error {
 func (s *Store) PageCount(t testing.TB) int {
 	var n int
 	if err := s.read.QueryRowContext(context.Background(), `PRAGMA page_count`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// WriterPagesWritten is how many pages the writer's connection has written
+// (SQLITE_DBSTATUS_CACHE_WRITE), read by the writer between batches.
+func (s *Store) WriterPagesWritten(t testing.TB) int {
+	var n int
+	err := s.w.direct(context.Background(), func(querier) error {
+		return s.w.conn.Raw(func(dc any) error {
+			var err error
+			n, _, err = dc.(msqlite.DBStatus).Status(msqlite.DBStatusCacheWrite, false)
+			return err
+		})
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n

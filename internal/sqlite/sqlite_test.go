@@ -251,6 +251,49 @@ func TestSeedKeepsForeignKeys(t *testing.T) {
 	}
 }
 
+// TestSeedBesideTheWriter: the bulk seed writes its pages through a
+// connection of its own, which takes its page cache of 256 MiB and its
+// temporary table with it when closed. Through the writer's connection, the
+// seed left it the hash table its cache grew, which every COMMIT of the
+// writer then walked (seedConn). The seeded payments are the writer's to
+// read at once.
+func TestSeedBesideTheWriter(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	st := s.(*sqlite.Store)
+	m := storetest.NewMerchant(t, s)
+	to := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	spec := xaalis.SeedSpec{MerchantID: m.ID, Mode: xaalis.ModeTest, N: 5000,
+		Amount: xaalis.Units(1000, xaalis.XOF), Fee: xaalis.Units(10, xaalis.XOF), Provider: "channel_a", Country: "SN",
+		From: to.AddDate(0, -1, 0), To: to, Sample: 10}
+	before := st.WriterPagesWritten(t)
+	sample, err := s.(xaalis.BulkSeeder).SeedPayments(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.WriterPagesWritten(t) - before; n > 100 {
+		t.Fatalf("the writer's connection wrote %d pages during a seed of %d payments", n, spec.N)
+	}
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		for _, p := range sample {
+			x, err := tx.TransactionForUpdate(ctx, p.ID)
+			if err != nil {
+				return err
+			}
+			if x.Status != xaalis.StatusSuccess || x.Reference != p.Reference {
+				return fmt.Errorf("seeded payment %s: %s, %s", x.ID, x.Status, x.Reference)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the writer reads the seeded payments: %v", err)
+	}
+	if got := st.IntegrityCheck(t); got != "ok" {
+		t.Fatalf("integrity_check: %s", got)
+	}
+}
+
 // TestLookupPlans: a merchant's record found by id or reference is found
 // through the keys' own indexes, never by reading every record of the
 // merchant. Without the "+merchant_id" of these lookups SQLite searched
