@@ -371,9 +371,9 @@ func TestWALBounded(t *testing.T) {
 	s.ckpt.limit.Store(limit)
 	s.ckpt.poll.Store(int64(5 * time.Millisecond))
 	// Each command writes a blob of blob bytes, so at least that much
-	// of WAL frames: a WAL that never started over would be at least
-	// through long, twice the bound below, when the commands have written
-	// through of blobs.
+	// of WAL frames. Once the commands have written through bytes of
+	// blobs, a WAL that never started over would be at least through
+	// bytes long: twice the bound checked below.
 	const blob, through = 3000, 6 * limit
 	var commands atomic.Int64
 	stop := make(chan struct{})
