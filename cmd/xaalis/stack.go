@@ -76,11 +76,15 @@ func newStack(ctx context.Context, store xaalis.Store, o stackOptions) (*stack, 
 	app.Config = o.Business
 	// The registry of /metrics on the admin listener: the Go and process
 	// collectors, the API's request series, the providers' requests (this
-	// process's), and the business series read from the database at
-	// scrape time (internal/metrics).
+	// process's), the store's statements and commits (this process's),
+	// and the business series read from the database at scrape time
+	// (internal/metrics).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&metrics.Collector{App: app, Logger: log})
+	if st, ok := store.(xaalis.StatsReporter); ok {
+		reg.MustRegister(&metrics.Store{Stats: st})
+	}
 	app.Gateway = provider.New(o.Business, provider.Options{
 		Logger:   log,
 		Observer: metrics.NewProvider(reg),

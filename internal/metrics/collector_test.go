@@ -62,3 +62,44 @@ func TestCollectorDatabaseDown(t *testing.T) {
 		t.Error("the process's series are lost with the database")
 	}
 }
+
+// TestStoreCounters: the store's series follow its commits: commands run
+// one after another commit one by one, each with its statements.
+func TestStoreCounters(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&metrics.Store{Stats: s})
+	gather := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			out[mf.GetName()] = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+		return out
+	}
+	before := gather()
+	if _, _, err := xaalis.NewApp(s).CreateMerchant(ctx, xaalis.MerchantCreate{Name: "Counted", Country: "SN",
+		SettlementCurrency: xaalis.XOF, Status: xaalis.MerchantActive, KYC: xaalis.KYCApproved}); err != nil {
+		t.Fatal(err)
+	}
+	after := gather()
+	commits := after["xaalis_store_commits_total"] - before["xaalis_store_commits_total"]
+	if commits < 1 {
+		t.Errorf("commits: +%v, want at least +1", commits)
+	}
+	if d := after["xaalis_store_commands_total"] - before["xaalis_store_commands_total"]; d != commits {
+		t.Errorf("commands: +%v, want +%v (one a commit, run one after another)", d, commits)
+	}
+	if d := after["xaalis_store_statements_total"] - before["xaalis_store_statements_total"]; d < 2 {
+		t.Errorf("statements: +%v, want at least the merchant's and its keys' inserts", d)
+	}
+}

@@ -37,6 +37,7 @@ func exposed(t *testing.T) []string {
 	var out []string
 	ch := make(chan *prometheus.Desc, 64)
 	(&metrics.Collector{}).Describe(ch)
+	(&metrics.Store{}).Describe(ch)
 	close(ch)
 	fq := regexp.MustCompile(`fqName: "([a-z_:]+)"`)
 	for d := range ch {

@@ -176,3 +176,36 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCheckTime, prometheus.GaugeValue, float64(s.LedgerCheck.At.UnixNano())/1e9)
 	}
 }
+
+// Store exposes a store's running counters (xaalis.StoreStats): the
+// statements this process sent to the database, the write transactions
+// it committed and the commands they carried. Commands over commits is
+// what group commit shares one fsync among; statements over commands what
+// a command costs the database. Each process reports its own: sum them.
+type Store struct {
+	Stats xaalis.StatsReporter
+}
+
+var (
+	descStatements = prometheus.NewDesc("xaalis_store_statements_total",
+		"SQL statements this process sent to the database (reads and writes).", nil, nil)
+	descCommits = prometheus.NewDesc("xaalis_store_commits_total",
+		"Write transactions this process committed: on SQLite a batch of commands sharing one commit and fsync, on PostgreSQL one command each.", nil, nil)
+	descCommands = prometheus.NewDesc("xaalis_store_commands_total",
+		"Commands (state changes) this process's committed write transactions held (on SQLite, a batch's commands, those that failed and rolled back alone included).", nil, nil)
+)
+
+// Describe sends the series' descriptions.
+func (s *Store) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descStatements
+	ch <- descCommits
+	ch <- descCommands
+}
+
+// Collect reads the counters.
+func (s *Store) Collect(ch chan<- prometheus.Metric) {
+	st := s.Stats.Stats()
+	ch <- prometheus.MustNewConstMetric(descStatements, prometheus.CounterValue, float64(st.Statements))
+	ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(st.Transactions))
+	ch <- prometheus.MustNewConstMetric(descCommands, prometheus.CounterValue, float64(st.Commands))
+}
