@@ -37,6 +37,7 @@ type benchOptions struct {
 	dbURL         string
 	freshDB       bool // dbURL is a temporary SQLite file of this run
 	target        string
+	serverProcess bool // run the server as a child process, `xaalis serve`
 	apiKey        string
 	load          bench.Load
 	seed          int
@@ -65,6 +66,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	scenario := fs.String("scenario", bench.CreatePayment, "scenario: "+strings.Join(bench.All, ", ")+", or all")
 	db := fs.String("database-url", "", "database URL: sqlite://PATH or postgres://... (default: a fresh SQLite database in a temporary directory)")
 	target := fs.String("target", "", "URL of a running server on loopback to drive instead of starting one (localhost, 127.0.0.0/8, ::1 only)")
+	serverProcess := fs.Bool("server-process", false, "run the server as a process of its own (`xaalis serve`, this executable, on the database) rather than in the bench's: the generator and the server share the CPUs but not one Go runtime; its statements, commits and CPU are read off its /metrics")
 	apiKey := fs.String("api-key", getenv("XAALIS_BENCH_API_KEY"), "with --target and no --database-url: the secret test key to use (env XAALIS_BENCH_API_KEY)")
 	rate := fs.Float64("rate", 0, "open loop: requests a second, latency measured from each request's intended send time")
 	conc := fs.Int("concurrency", 16, "closed loop: requests in flight (and the floors' concurrency)")
@@ -97,7 +99,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return usagef("bench: unexpected argument %q", fs.Arg(0))
 	}
-	o := benchOptions{dbURL: *db, target: *target, apiKey: *apiKey, seed: *seed, drainTimeout: *drain, drainRate: *drainRate, drainDuration: *drainDuration,
+	o := benchOptions{dbURL: *db, target: *target, serverProcess: *serverProcess, apiKey: *apiKey, seed: *seed, drainTimeout: *drain, drainRate: *drainRate, drainDuration: *drainDuration,
 		dispatchEvery: *dispatch, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *traceFile, freshSchema: *freshSchema, floors: *floors,
 		targetCheck: *targetCheck, configPath: *configPath, out: *out, format: "text", big: *big, bigDuration: *bigDuration}
 	o.load = bench.Load{Rate: *rate, Concurrency: *conc, Duration: *duration, MaxRequests: *maxReq, Warmup: *warmup}
@@ -158,6 +160,16 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 			return usagef("bench: --target needs --database-url (to create the bench's merchant and check the ledger) or --api-key")
 		}
 	}
+	if o.serverProcess {
+		switch {
+		case o.target != "":
+			return usagef("bench: --server-process starts the server --target names: one or the other")
+		case *dispatch != time.Second:
+			return usagef("bench: --dispatch-interval is the in-process server's; xaalis serve's dispatcher polls every second")
+		case *procs > 0:
+			return usagef("bench: --gomaxprocs is the in-process server's; with --server-process each process takes the runtime's")
+		}
+	}
 	if o.freshSchema && !isPostgres(o.dbURL) {
 		return usagef("bench: --fresh-schema is for a postgres:// --database-url")
 	}
@@ -205,6 +217,10 @@ type benchTarget struct {
 	store xaalis.Store // nil: no database access
 	app   *xaalis.App
 	stop  func() error
+	// sample reads the server's store counters (and its process's CPU
+	// time, when it runs apart); nil: they cannot be read.
+	sample func(context.Context) (serverSample, error)
+	pid    int // the server's process, when it runs apart (--server-process)
 }
 
 // procs counts the in-process runs under way and keeps the GOMAXPROCS
@@ -262,7 +278,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		o.dbURL = u
 	}
 
-	if o.target == "" && o.procs > 0 {
+	if o.target == "" && !o.serverProcess && o.procs > 0 {
 		defer setProcs(o.procs)()
 	}
 	rep := &bench.Report{Machine: machineInfo(), Command: "xaalis bench " + describeOptions(o)}
@@ -273,9 +289,12 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 
 	var tgt *benchTarget
 	var err error
-	if o.target == "" {
+	switch {
+	case o.serverProcess:
+		tgt, err = startServerProcess(ctx, o, drains, logf)
+	case o.target == "":
 		tgt, err = startInProcess(ctx, o, drains)
-	} else {
+	default:
 		tgt, err = attachTarget(ctx, o)
 	}
 	if err != nil {
@@ -374,15 +393,23 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		var allocs bench.AllocProfile
 		// The scenario profiled writes the profiles asked for.
 		cpuProfile, memProfile, traced := profile && o.cpuprofile != "", profile && o.memprofile != "", profile && o.trace != ""
-		var stats0 xaalis.StoreStats
-		counts, _ := tgt.store.(xaalis.StatsReporter)
+		var sample0 serverSample
+		var sampleErr error
+		var t0 time.Time
+		sample, server := tgt.sample, tgt.pid != 0
+		if server && bench.IsFloor(name) {
+			// The floors run in the bench's process (floor-db through its
+			// own store), not in the server's.
+			sample, server = localSample(tgt.store), false
+		}
 		load.OnMeasure = func() {
 			if p.OnMeasure != nil {
 				p.OnMeasure()
 			}
-			if counts != nil {
-				stats0 = counts.Stats()
+			if sample != nil {
+				sample0, sampleErr = sample(ctx)
 			}
+			t0 = time.Now()
 			cpu.Start()
 			gc.Start()
 			sched.Start()
@@ -399,16 +426,27 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		logf("%s: measuring for %s", label, load.Duration)
 		r := bench.Run(ctx, load, p.Op)
 		r.CPUProcess, r.CPUMachine = cpu.Stop()
-		r.SetCPUPerOK()
+		wall := time.Since(t0)
 		r.GC = gc.Stop()
 		r.Sched = sched.Stop()
-		if counts != nil && r.OK > 0 && !bench.IsPhysicalFloor(name) {
-			st := counts.Stats()
-			r.StatementsPerOK = float64(st.Statements-stats0.Statements) / float64(r.OK)
-			if tx := st.Transactions - stats0.Transactions; tx > 0 {
-				r.CommandsPerCommit = float64(st.Commands-stats0.Commands) / float64(tx)
+		if sample != nil && sampleErr == nil {
+			var s serverSample
+			if s, sampleErr = sample(ctx); sampleErr == nil {
+				if server {
+					serverCPU(r, s.cpu-sample0.cpu, wall)
+				}
+				if r.OK > 0 && !bench.IsPhysicalFloor(name) {
+					r.StatementsPerOK = float64(s.stats.Statements-sample0.stats.Statements) / float64(r.OK)
+					if tx := s.stats.Transactions - sample0.stats.Transactions; tx > 0 {
+						r.CommandsPerCommit = float64(s.stats.Commands-sample0.stats.Commands) / float64(tx)
+					}
+				}
 			}
 		}
+		if sampleErr != nil {
+			r.Notes = append(r.Notes, "the server's counters could not be read: "+sampleErr.Error())
+		}
+		r.SetCPUPerOK()
 		stopProfile()
 		if profErr != nil {
 			return nil, fmt.Errorf("profile: %w", profErr)
@@ -599,6 +637,29 @@ func runBig(ctx context.Context, o benchOptions, tgt *benchTarget, newEnv func(s
 	return nil
 }
 
+// localSample reads the counters of a store of this process; its CPU is
+// the process's, measured with the generator's.
+func localSample(store xaalis.Store) func(context.Context) (serverSample, error) {
+	st, ok := store.(xaalis.StatsReporter)
+	if !ok {
+		return nil
+	}
+	return func(context.Context) (serverSample, error) { return serverSample{stats: st.Stats()}, nil }
+}
+
+// serverCPU adds the CPU of a server in its own process to r's: the
+// process columns then count both processes, and CPUServer tells the
+// server's share. The garbage collector's and the scheduler's notes would be the
+// generator's alone, not the server's: they are left out.
+func serverCPU(r *bench.Result, cpu, wall time.Duration) {
+	if wall <= 0 {
+		return
+	}
+	r.CPUServer = cpu.Seconds() / wall.Seconds()
+	r.CPUProcess += r.CPUServer
+	r.GC, r.Sched = nil, nil
+}
+
 // ledgerCheck runs App.LedgerCheck.
 func ledgerCheck(ctx context.Context, app *xaalis.App) bench.LedgerCheck {
 	if app == nil {
@@ -699,7 +760,7 @@ func startInProcess(ctx context.Context, o benchOptions, short bool) (*benchTarg
 		st.stop(ctx)
 		return errors.Join(err, store.Close())
 	}
-	return &benchTarget{base: "http://" + ln.Addr().String(), store: store, app: st.app, stop: stop}, nil
+	return &benchTarget{base: "http://" + ln.Addr().String(), store: store, app: st.app, stop: stop, sample: localSample(store)}, nil
 }
 
 // attachTarget points at a running server; with its --database-url the
@@ -870,6 +931,9 @@ func describeOptions(o benchOptions) string {
 	}
 	if o.target != "" {
 		parts = append(parts, "--target "+o.target)
+	}
+	if o.serverProcess {
+		parts = append(parts, "--server-process")
 	}
 	switch {
 	case o.freshDB:

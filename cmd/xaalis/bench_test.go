@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -334,6 +335,62 @@ func TestBenchWebhookDrain(t *testing.T) {
 	}
 }
 
+// TestBenchServerProcess: --server-process runs xaalis serve (here the
+// test binary standing in for it) on the bench's database and drives it;
+// the statements, commits and CPU come from the server's /metrics, the
+// payments are in the database, and the server stops with the run. Not
+// parallel: the child needs this process's environment to be xaalis.
+func TestBenchServerProcess(t *testing.T) {
+	t.Setenv("XAALIS_TEST_BINARY_IS_XAALIS", "1")
+	dir := t.TempDir()
+	dbs := map[string][]string{"SQLite": {"--database-url", "sqlite://" + filepath.Join(dir, "bench.db")}}
+	if os.Getenv(pgtest.EnvURL) != "" {
+		dbs["PostgreSQL"] = []string{"--database-url", os.Getenv(pgtest.EnvURL), "--fresh-schema"}
+	}
+	for name, db := range dbs {
+		t.Run(name, func(t *testing.T) {
+			rep := benchRun(t, append(db, "--server-process", "--scenario", "create-payment", "--floors=false",
+				"--target-check=false", "--duration", "500ms", "--warmup", "0s", "--concurrency", "2")...)
+			r := rep.Find(bench.CreatePayment)
+			if r == nil {
+				t.Fatalf("no create-payment result: %+v", rep.Results)
+			}
+			wantMeasured(t, r)
+			// The bench's own process sends no statement for a payment:
+			// these are the server's.
+			if r.StatementsPerOK < 5 || r.CommandsPerCommit < 1 {
+				t.Errorf("%.1f statements a payment, %.1f commands a commit: want the server's counts", r.StatementsPerOK, r.CommandsPerCommit)
+			}
+			if r.CPUServer <= 0 || r.CPUProcess <= r.CPUServer {
+				t.Errorf("CPU: both processes %.2f cores, the server's %.2f: want the server's within both", r.CPUProcess, r.CPUServer)
+			}
+			if r.GC != nil || r.Sched != nil {
+				t.Errorf("the generator's garbage collector and scheduler reported as the server's: %+v %+v", r.GC, r.Sched)
+			}
+			if !strings.Contains(rep.Command, "--server-process") {
+				t.Errorf("command %q does not say the server ran apart", rep.Command)
+			}
+			if !rep.Ledger.Ran || rep.Ledger.Problems != 0 {
+				t.Errorf("ledger check %+v: want run, 0 problems", rep.Ledger)
+			}
+		})
+	}
+	// The server stopped with the run, its instance row gone with it, and
+	// its payments are in the database.
+	sq, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "bench.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	var instances, payments int
+	if err := sq.QueryRow(`SELECT (SELECT count(*) FROM server_instances), (SELECT count(*) FROM transactions WHERE type = 'payment')`).Scan(&instances, &payments); err != nil {
+		t.Fatal(err)
+	}
+	if instances != 0 || payments == 0 {
+		t.Errorf("after the run: %d instances recorded (want 0: the server stopped), %d payments (want some)", instances, payments)
+	}
+}
+
 func TestBenchRefusesNonLoopbackTarget(t *testing.T) {
 	t.Parallel()
 	for _, target := range []string{
@@ -360,6 +417,9 @@ func TestBenchUsage(t *testing.T) {
 		{"--limits", "maybe"},
 		{"--big", "-1"},
 		{"--big", "20000000"},
+		{"--server-process", "--target", "http://127.0.0.1:1", "--api-key", "sk_test_x"},
+		{"--server-process", "--dispatch-interval", "100ms"},
+		{"--server-process", "--gomaxprocs", "3"},
 	} {
 		out, _, err := cli(t, noEnv, append([]string{"bench"}, args...)...)
 		wantErr(t, true, out, err)

@@ -52,9 +52,13 @@ type Result struct {
 	RatioTx    *float64 `json:"ratio_to_tx_floor,omitempty"`
 	// CPUProcess and CPUMachine are the CPUs used during the measured
 	// phase, in cores: by this process (load generator and in-process
-	// server) and by the whole machine (the database server too).
+	// server; with the server in a process of its own, both processes)
+	// and by the whole machine (the database server too).
 	CPUProcess float64 `json:"cpu_process_cores,omitempty"`
 	CPUMachine float64 `json:"cpu_machine_cores,omitempty"`
+	// CPUServer is the share of CPUProcess of a server in a process of
+	// its own (xaalis bench --server-process); 0 in process.
+	CPUServer float64 `json:"cpu_server_cores,omitempty"`
 	// CPUPerOK is this process's CPU time during the measured phase per
 	// successful request, in µs (CPUProcess × Seconds / OK): what a
 	// request cost, generator included. Runs of one build on this shared
@@ -237,8 +241,16 @@ func (rep *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %s ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n", what, l.P50, l.P90, l.P99, l.P999, l.Max)
 		fmt.Fprintf(w, "  errors: %s\n", errorsText(r.Errors))
 		if r.CPUMachine > 0 {
-			fmt.Fprintf(w, "  CPU: this process %.2f cores, the machine %.2f cores", r.CPUProcess, r.CPUMachine)
-			if r.CPUPerOK > 0 {
+			if r.CPUServer > 0 {
+				fmt.Fprintf(w, "  CPU: the server's process %.2f cores and the generator's %.2f, the machine %.2f cores",
+					r.CPUServer, r.CPUProcess-r.CPUServer, r.CPUMachine)
+			} else {
+				fmt.Fprintf(w, "  CPU: this process %.2f cores, the machine %.2f cores", r.CPUProcess, r.CPUMachine)
+			}
+			switch {
+			case r.CPUPerOK > 0 && r.CPUServer > 0:
+				fmt.Fprintf(w, "; both processes %.0f µs a request", r.CPUPerOK)
+			case r.CPUPerOK > 0:
 				fmt.Fprintf(w, "; this process %.0f µs a request", r.CPUPerOK)
 			}
 			fmt.Fprintln(w)
@@ -341,6 +353,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		}
 		if n := r.schedNote(); n != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
+		}
+		if r.CPUServer > 0 {
+			notes = append(notes, fmt.Sprintf("%s: two processes: the server's kept %.2f cores busy, the generator's %.2f",
+				r.Scenario, r.CPUServer, r.CPUProcess-r.CPUServer))
 		}
 		if r.LatencyOf != "" {
 			notes = append(notes, fmt.Sprintf("† %s: the latency columns are the %s; ok/s is events produced", r.Scenario, r.LatencyOf))

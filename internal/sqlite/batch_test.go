@@ -347,6 +347,41 @@ func TestCheckpointer(t *testing.T) {
 	}
 }
 
+// TestLeaveCheckpoints: a store that leaves checkpoints to the server
+// owning the database copies nothing of the WAL, even of its own writes;
+// the owner's checkpointer does.
+func TestLeaveCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	owner, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	beside, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer beside.Close()
+	beside.LeaveCheckpoints()
+	for i := range 50 {
+		if err := beside.Update(ctx, func(xtx xaalis.Tx) error {
+			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, randomblob(3000))`, fmt.Sprintf("row%d", i))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * checkpointEvery); owner.ckpt.copied.Load() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the owner checkpointed no frame")
+		}
+	}
+	if n := beside.ckpt.copied.Load(); n != 0 {
+		t.Errorf("the store beside the owner copied %d frames", n)
+	}
+}
+
 // TestWALBounded: under writes and a steady flow of reads, the WAL file
 // stays bounded while several times its limit of frames passes through
 // it. The WAL starts over on its own only when no reader is inside it;

@@ -256,6 +256,14 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// LeaveCheckpoints stops this store's checkpointer, for a process that
+// opens the database beside the server that owns it and writes little
+// (`xaalis bench --server-process`): two checkpointers, one a process,
+// each copy the same WAL and hold each other's writer in their RESTARTs.
+// The WAL is then checkpointed by the other process alone; SQLite's own
+// automatic checkpoint stays off on this connection.
+func (s *Store) LeaveCheckpoints() { s.ckpt.close() }
+
 // Close finishes the writes queued, then closes both pools.
 func (s *Store) Close() error {
 	s.ckpt.close()
