@@ -391,6 +391,17 @@ func TestBenchServerProcess(t *testing.T) {
 	}
 }
 
+// TestBenchServerProcessFails: a server that cannot start fails the run
+// with the end of its own log, which says why.
+func TestBenchServerProcessFails(t *testing.T) {
+	t.Setenv("XAALIS_TEST_BINARY_IS_XAALIS", "1")
+	_, _, err := cli(t, noEnv, "bench", "--server-process", "--database-url", "mysql://127.0.0.1/x",
+		"--scenario", "create-payment", "--floors=false", "--duration", "100ms")
+	if err == nil || !strings.Contains(err.Error(), "exited before it listened") || !strings.Contains(err.Error(), `database URL "mysql://127.0.0.1/x"`) {
+		t.Errorf("error %v: want the server's exit and its log's reason", err)
+	}
+}
+
 func TestBenchRefusesNonLoopbackTarget(t *testing.T) {
 	t.Parallel()
 	for _, target := range []string{

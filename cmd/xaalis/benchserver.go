@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -61,7 +62,7 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 		cleanup()
 		return nil, fmt.Errorf("bench configuration: %w", err)
 	}
-	configPath, keyPath, logPath := filepath.Join(dir, "config.json"), filepath.Join(dir, "secret.key"), filepath.Join(dir, "serve.log")
+	configPath, keyPath := filepath.Join(dir, "config.json"), filepath.Join(dir, "secret.key")
 	if err := os.WriteFile(configPath, b, 0o600); err != nil {
 		cleanup()
 		return nil, err
@@ -82,22 +83,20 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 		"--ledger-check-interval", "0", "--webhook-retry-scale", strconv.FormatFloat(retry, 'g', -1, 64),
 		// The drain's receivers are on loopback over http.
 		"--insecure-webhooks"}
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		cleanup()
-		return nil, err
-	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = serverEnv(os.Environ())
-	cmd.Stderr = logFile
+	// The server's log, a line a request, is written and read but kept
+	// only for its end, as the in-process server's is formatted and
+	// discarded: a file would add its writes to the disk the database's
+	// fsyncs wait on.
+	logs := &tail{max: 4 << 10}
+	cmd.Stderr = logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		logFile.Close()
 		cleanup()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
 		cleanup()
 		return nil, fmt.Errorf("start xaalis serve: %w", err)
 	}
@@ -122,9 +121,8 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 			_ = cmd.Process.Kill()
 			err = errors.Join(errors.New("xaalis serve did not stop within 30 s of SIGINT: killed"), <-exited)
 		}
-		logFile.Close()
 		if err != nil {
-			err = fmt.Errorf("xaalis serve: %w%s", err, logTail(logPath))
+			err = fmt.Errorf("xaalis serve: %w%s", err, logs.String())
 		}
 		cleanup()
 		return err
@@ -187,16 +185,32 @@ func serverEnv(env []string) []string {
 	return out
 }
 
-// logTail is the end of the server's log, for an error.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
+// tail keeps the last max bytes written to it: the end of a log, for an
+// error.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+// String is the log's end, introduced for an error, or "".
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.b) == 0 {
 		return ""
 	}
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return "; its log ends:\n" + string(b)
+	return "; its log ends:\n" + string(t.b)
 }
 
 // scrapeServer reads the store's counters and the process's CPU time off a
