@@ -185,8 +185,8 @@ func serverEnv(env []string) []string {
 	return out
 }
 
-// tail keeps the last max bytes written to it: the end of a log, for an
-// error.
+// tail keeps at least the last max bytes written to it: the end of a
+// log, for an error.
 type tail struct {
 	mu  sync.Mutex
 	max int
@@ -197,7 +197,9 @@ func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
+	// Cut back to max once twice max is held: a copy every max bytes,
+	// not at every line.
+	if over := len(t.b) - t.max; over > t.max {
 		t.b = append(t.b[:0], t.b[over:]...)
 	}
 	return len(p), nil
@@ -207,10 +209,14 @@ func (t *tail) Write(p []byte) (int, error) {
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.b) == 0 {
+	b := t.b
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+	}
+	if len(b) == 0 {
 		return ""
 	}
-	return "; its log ends:\n" + string(t.b)
+	return "; its log ends:\n" + string(b)
 }
 
 // scrapeServer reads the store's counters and the process's CPU time off a
