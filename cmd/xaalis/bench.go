@@ -168,6 +168,9 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 			return usagef("bench: --dispatch-interval is the in-process server's; xaalis serve's dispatcher polls every second")
 		case *procs > 0:
 			return usagef("bench: --gomaxprocs is the in-process server's; with --server-process each process takes the runtime's")
+		case *cpuprofile != "", *memprofile != "", *traceFile != "":
+			// They would record the generator, not the server.
+			return usagef("bench: --cpuprofile, --memprofile and --trace record the bench's own process: the in-process server's, not --server-process's")
 		}
 	}
 	if o.freshSchema && !isPostgres(o.dbURL) {

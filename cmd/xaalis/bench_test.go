@@ -431,6 +431,8 @@ func TestBenchUsage(t *testing.T) {
 		{"--server-process", "--target", "http://127.0.0.1:1", "--api-key", "sk_test_x"},
 		{"--server-process", "--dispatch-interval", "100ms"},
 		{"--server-process", "--gomaxprocs", "3"},
+		{"--server-process", "--cpuprofile", "cpu.prof"},
+		{"--server-process", "--trace", "trace.out"},
 	} {
 		out, _, err := cli(t, noEnv, append([]string{"bench"}, args...)...)
 		wantErr(t, true, out, err)
