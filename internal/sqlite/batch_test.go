@@ -322,16 +322,8 @@ func wantBalances(t *testing.T, s *Store, want map[string]int64) {
 // 0); the checkpointer copies the WAL's frames into the database file
 // within a pass or two, and starts their writing to the disk.
 func TestCheckpointer(t *testing.T) {
-	ctx := context.Background()
 	s := openTemp(t)
-	for i := range 50 {
-		if err := s.Update(ctx, func(xtx xaalis.Tx) error {
-			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, randomblob(3000))`, "row"+string(rune('A'+i)))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeRows(t, s, 50)
 	for deadline := time.Now().Add(5 * checkpointEvery); s.ckpt.copied.Load() == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no frame checkpointed")
@@ -343,6 +335,21 @@ func TestCheckpointer(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); s.ckpt.writebacks.Load() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no writeback started after a pass")
+		}
+	}
+}
+
+// writeRows commits n rows of 3,000 bytes, one a command, for the WAL to
+// hold frames to checkpoint.
+func writeRows(t *testing.T, s *Store, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		if err := s.Update(ctx, func(xtx xaalis.Tx) error {
+			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, randomblob(3000))`, fmt.Sprintf("row%d", i))
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -364,14 +371,7 @@ func TestLeaveCheckpoints(t *testing.T) {
 	}
 	defer beside.Close()
 	beside.LeaveCheckpoints()
-	for i := range 50 {
-		if err := beside.Update(ctx, func(xtx xaalis.Tx) error {
-			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, randomblob(3000))`, fmt.Sprintf("row%d", i))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeRows(t, beside, 50)
 	for deadline := time.Now().Add(5 * checkpointEvery); owner.ckpt.copied.Load() == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the owner checkpointed no frame")
