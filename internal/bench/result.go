@@ -60,8 +60,9 @@ type Result struct {
 	// its own (xaalis bench --server-process); 0 in process.
 	CPUServer float64 `json:"cpu_server_cores,omitempty"`
 	// CPUPerOK is this process's CPU time during the measured phase per
-	// successful request, in µs (CPUProcess × Seconds / OK): what a
-	// request cost, generator included. Runs of one build on this shared
+	// successful request, in µs (CPUProcess × Seconds / OK; both
+	// processes' with the server apart): what a request cost, generator
+	// included. Runs of one build on this shared
 	// machine vary less in it than in their throughput, which also
 	// follows how long requests waited, so it tells a slow run that did
 	// more work from one that waited.
