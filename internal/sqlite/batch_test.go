@@ -22,7 +22,14 @@ import (
 // openTemp opens a store in a fresh file, closed when the test ends.
 func openTemp(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
+	return openPath(t, filepath.Join(t.TempDir(), "x.db"))
+}
+
+// openPath opens a store on the database at path, closed when the test
+// ends.
+func openPath(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,18 +365,8 @@ func writeRows(t *testing.T, s *Store, n int) {
 // owning the database copies nothing of the WAL, even of its own writes;
 // the owner's checkpointer does.
 func TestLeaveCheckpoints(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "x.db")
-	owner, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer owner.Close()
-	beside, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer beside.Close()
+	owner, beside := openPath(t, path), openPath(t, path)
 	beside.LeaveCheckpoints()
 	writeRows(t, beside, 50)
 	for deadline := time.Now().Add(5 * checkpointEvery); owner.ckpt.copied.Load() == 0; time.Sleep(20 * time.Millisecond) {
