@@ -223,7 +223,7 @@ type benchTarget struct {
 	// sample reads the server's store counters (and its process's CPU
 	// time, when it runs apart); nil: they cannot be read.
 	sample func(context.Context) (serverSample, error)
-	pid    int // the server's process, when it runs apart (--server-process)
+	apart  bool // the server runs in a process of its own (--server-process)
 }
 
 // procs counts the in-process runs under way and keeps the GOMAXPROCS
@@ -399,7 +399,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		var sample0 serverSample
 		var sampleErr error
 		var t0 time.Time
-		sample, server := tgt.sample, tgt.pid != 0
+		sample, server := tgt.sample, tgt.apart
 		if server && bench.IsFloor(name) {
 			// The floors run in the bench's process (floor-db through its
 			// own store), not in the server's.

@@ -165,7 +165,7 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	closeStore := t.stop
-	t.base, t.pid = base, cmd.Process.Pid
+	t.base, t.apart = base, true
 	t.sample = func(ctx context.Context) (serverSample, error) { return scrapeServer(ctx, client, admin+"/metrics") }
 	t.stop = func() error { return errors.Join(closeStore(), kill()) }
 	return t, nil
