@@ -96,6 +96,11 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	secureCookies := fs.Bool("console-secure-cookies", secureCookiesDef, "mark the operator console's cookies Secure on plain HTTP: a TLS proxy fronts the admin listener (env XAALIS_CONSOLE_SECURE_COOKIES)")
+	pprofDef, err := boolEnv(getenv, "XAALIS_PPROF", false)
+	if err != nil {
+		return err
+	}
+	pprofOn := fs.Bool("pprof", pprofDef, "serve the Go runtime's profiles at /debug/pprof/ on the admin listener, without a token: only where that listener is private (env XAALIS_PPROF)")
 	retryScaleDef, err := envFloat(getenv, "XAALIS_WEBHOOK_RETRY_SCALE", 1)
 	if err != nil {
 		return err
@@ -177,7 +182,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	cfg.AuthFailureLimit, cfg.AuthFailureWindow = *authLimit, *authWindow
 	st, err := newStack(ctx, store, stackOptions{Business: business, LiveOnly: !*testMode, InsecureHooks: *insecureHooks,
 		HTTP: cfg, Log: log, Heartbeat: *heartbeat, HookTimeout: *hookTimeout, RetryScale: *retryScale,
-		DispatchEvery: time.Second, JobEvery: *jobEvery, LedgerEvery: *ledgerEvery, SecureCookies: *secureCookies})
+		DispatchEvery: time.Second, JobEvery: *jobEvery, LedgerEvery: *ledgerEvery, SecureCookies: *secureCookies,
+		Pprof: *pprofOn})
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,8 @@ type stackOptions struct {
 	LedgerEvery time.Duration
 	// SecureCookies marks the console's cookies Secure.
 	SecureCookies bool
+	// Pprof serves the runtime's profiles on the admin listener.
+	Pprof bool
 }
 
 // stack is the application over one store: the App with its gateway, the
@@ -110,7 +112,7 @@ func newStack(ctx context.Context, store xaalis.Store, o stackOptions) (*stack, 
 	// series; the failure is logged.
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
-	s.admin = xhttp.NewAdmin(app, log, s.api, metricsHandler, xhttp.AdminOptions{Console: console.Options{SecureCookies: o.SecureCookies}})
+	s.admin = xhttp.NewAdmin(app, log, s.api, metricsHandler, xhttp.AdminOptions{Console: console.Options{SecureCookies: o.SecureCookies}, Pprof: o.Pprof})
 	s.dispatcher = &webhook.Dispatcher{Store: store, Policy: policy, Sender: &webhook.Sender{Client: policy.Client(o.HookTimeout)},
 		Now: app.Now, NewID: app.NewID, Logger: log, Timeout: o.HookTimeout, Wake: store.Subscribe(xaalis.WakeDeliveries),
 		RetryScale: o.RetryScale}

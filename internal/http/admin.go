@@ -20,6 +20,7 @@ type Admin struct {
 	// Console is the operator console (internal/console), served at
 	// /console/.
 	Console  *console.Console
+	pprof    bool
 	mux      *http.ServeMux
 	registry []Route
 }
@@ -28,6 +29,8 @@ type Admin struct {
 type AdminOptions struct {
 	// Console tunes the operator console.
 	Console console.Options
+	// Pprof serves the runtime's profiles at /debug/pprof/ (pprof.go).
+	Pprof bool
 }
 
 // NewAdmin builds the operator API and the operator console.
@@ -37,7 +40,7 @@ func NewAdmin(app *xaalis.App, logger *slog.Logger, api *Server, metrics http.Ha
 		o = opts[0]
 	}
 	a := &Admin{App: app, Logger: logger, API: api, Metrics: metrics, mux: http.NewServeMux(),
-		Console: console.New(app, logger, o.Console)}
+		Console: console.New(app, logger, o.Console), pprof: o.Pprof}
 	a.routes()
 	return a
 }

@@ -33,7 +33,8 @@ func TestSecurityDocs(t *testing.T) {
 		t.Fatalf("docs/security.md lacks the generated section markers")
 	}
 	s := xhttp.NewServer(xaalis.NewApp(nil), slogDiscard(), xhttp.DefaultConfig(), api.OpenAPI, nil)
-	admin := xhttp.NewAdmin(s.App, slogDiscard(), s, http.NotFoundHandler())
+	// With its opt-in routes: the table says which need `serve --pprof`.
+	admin := xhttp.NewAdmin(s.App, slogDiscard(), s, http.NotFoundHandler(), xhttp.AdminOptions{Pprof: true})
 	want := before + routesBegin + s.RoutesMarkdown() + "\nThe admin listener (operator API):\n\n" + admin.RoutesMarkdown() + routesEnd + after
 	if *updateDocs {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {

@@ -107,6 +107,9 @@ func (a *Admin) routes() {
 	if a.Metrics != nil {
 		a.open("GET /metrics", a.Metrics.ServeHTTP)
 	}
+	if a.pprof {
+		a.routesPprof()
+	}
 	a.handle("POST /admin/v1/payout-requests/{id}/{action}", a.handlePayoutRequestMove)
 	a.handle("POST /admin/v1/payments/{id}/mark-refunded", a.handleMarkRefunded)
 	a.handle("GET /admin/v1/ledger/check", a.handleLedgerCheck)
