@@ -78,9 +78,9 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	drainRate := fs.Float64("drain-rate", 100, "webhook-drain: events produced a second, open loop (0: --rate or --concurrency like the other scenarios)")
 	drainDuration := fs.Duration("drain-duration", 0, "webhook-drain: measured time of producing events (0: --duration); its p99 rests on the 1 % slowest events, so more events measure it better")
 	dispatch := fs.Duration("dispatch-interval", time.Second, "in-process server: how often the webhook dispatcher polls (serve's is 1s)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase of create-payment (or of the one scenario run) to FILE")
-	memprofile := fs.String("memprofile", "", "write where the measured phase of create-payment (or of the one scenario run) allocated to FILE, a pprof profile (go tool pprof -sample_index=alloc_space FILE)")
-	traceFile := fs.String("trace", "", "write an execution trace of the measured phase of create-payment (or of the one scenario run) to FILE (go tool trace FILE; -pprof=sched for the waits for a CPU)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured phase of create-payment (or of the one scenario run) to FILE; with --server-process, the server's")
+	memprofile := fs.String("memprofile", "", "write where the measured phase of create-payment (or of the one scenario run) allocated to FILE, a pprof profile (go tool pprof -sample_index=alloc_space FILE); with --server-process, the server's")
+	traceFile := fs.String("trace", "", "write an execution trace of the measured phase of create-payment (or of the one scenario run) to FILE (go tool trace FILE; -pprof=sched for the waits for a CPU); with --server-process, the server's")
 	freshSchema := fs.Bool("fresh-schema", false, "PostgreSQL: run in a new schema, dropped afterwards")
 	floors := fs.Bool("floors", true, "measure the floors first (floor-fsync, floor-tx, floor-http, floor-db), for the ratios")
 	targetCheck := fs.Bool("target-check", true, fmt.Sprintf("after create-payment, drive it open loop at %.1f × its saturation for its latency", bench.OpenFraction))
@@ -168,9 +168,6 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 			return usagef("bench: --dispatch-interval is the in-process server's; xaalis serve's dispatcher polls every second")
 		case *procs > 0:
 			return usagef("bench: --gomaxprocs is the in-process server's; with --server-process each process takes the runtime's")
-		case *cpuprofile != "", *memprofile != "", *traceFile != "":
-			// They would record the generator, not the server.
-			return usagef("bench: --cpuprofile, --memprofile and --trace record the bench's own process: the in-process server's, not --server-process's")
 		}
 	}
 	if o.freshSchema && !isPostgres(o.dbURL) {
@@ -224,6 +221,9 @@ type benchTarget struct {
 	// time, when it runs apart); nil: they cannot be read.
 	sample func(context.Context) (serverSample, error)
 	apart  bool // the server runs in a process of its own (--server-process)
+	// admin is the admin listener's base URL of a server apart, started
+	// with --pprof when a profile is asked: the profiles are its.
+	admin string
 }
 
 // procs counts the in-process runs under way and keeps the GOMAXPROCS
@@ -367,7 +367,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		// at path, unless one before it failed; stopProfile ends it and
 		// closes the file, then stops what was started before it. profErr
 		// keeps the first failure.
-		record := func(path string, start func(io.Writer) error, stop func()) {
+		record := func(path string, start func(io.Writer) error, stop func() error) {
 			if profErr != nil {
 				return
 			}
@@ -383,8 +383,8 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 			}
 			before := stopProfile
 			stopProfile = func() {
-				stop()
-				if err := f.Close(); profErr == nil {
+				err := stop()
+				if err = errors.Join(err, f.Close()); profErr == nil {
 					profErr = err
 				}
 				before()
@@ -416,14 +416,29 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 			cpu.Start()
 			gc.Start()
 			sched.Start()
-			if memProfile {
-				allocs.Start()
-			}
-			if cpuProfile {
-				record(o.cpuprofile, pprof.StartCPUProfile, pprof.StopCPUProfile)
-			}
-			if traced {
-				record(o.trace, trace.Start, trace.Stop)
+			switch {
+			case server:
+				// The server's own profiles, fetched from it over the
+				// measured phase (serve --pprof).
+				for _, f := range []struct {
+					on         bool
+					path, name string
+				}{{cpuProfile, o.cpuprofile, "profile"}, {memProfile, o.memprofile, "allocs"}, {traced, o.trace, "trace"}} {
+					if f.on {
+						start, stop := fetchProfile(ctx, tgt.admin, f.name, load.Duration)
+						record(f.path, start, stop)
+					}
+				}
+			default:
+				if memProfile {
+					allocs.Start()
+				}
+				if cpuProfile {
+					record(o.cpuprofile, pprof.StartCPUProfile, func() error { pprof.StopCPUProfile(); return nil })
+				}
+				if traced {
+					record(o.trace, trace.Start, func() error { trace.Stop(); return nil })
+				}
 			}
 		}
 		logf("%s: measuring for %s", label, load.Duration)
@@ -454,7 +469,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		if profErr != nil {
 			return nil, fmt.Errorf("profile: %w", profErr)
 		}
-		if memProfile {
+		if memProfile && !server {
 			if err := writeAllocs(&allocs, o.memprofile); err != nil {
 				return nil, err
 			}

@@ -349,8 +349,15 @@ func TestBenchServerProcess(t *testing.T) {
 	}
 	for name, db := range dbs {
 		t.Run(name, func(t *testing.T) {
-			rep := benchRun(t, append(db, "--server-process", "--scenario", "create-payment", "--floors=false",
-				"--target-check=false", "--duration", "500ms", "--warmup", "0s", "--concurrency", "2")...)
+			args := append(db, "--server-process", "--scenario", "create-payment", "--floors=false",
+				"--target-check=false", "--duration", "500ms", "--warmup", "0s", "--concurrency", "2")
+			profiles := filepath.Join(t.TempDir(), "server")
+			if name == "SQLite" {
+				// The profiles are the server's, fetched from its admin
+				// listener (serve --pprof).
+				args = append(args, "--cpuprofile", profiles+".cpu", "--memprofile", profiles+".mem", "--trace", profiles+".trace")
+			}
+			rep := benchRun(t, args...)
 			r := rep.Find(bench.CreatePayment)
 			if r == nil {
 				t.Fatalf("no create-payment result: %+v", rep.Results)
@@ -373,6 +380,12 @@ func TestBenchServerProcess(t *testing.T) {
 			if !rep.Ledger.Ran || rep.Ledger.Problems != 0 {
 				t.Errorf("ledger check %+v: want run, 0 problems", rep.Ledger)
 			}
+			if name == "SQLite" {
+				wantServerProfiles(t, profiles)
+			}
+			if name == "SQLite" {
+				wantServerProfiles(t, profiles)
+			}
 		})
 	}
 	// The server stopped with the run, its instance row gone with it, and
@@ -388,6 +401,50 @@ func TestBenchServerProcess(t *testing.T) {
 	}
 	if instances != 0 || payments == 0 {
 		t.Errorf("after the run: %d instances recorded (want 0: the server stopped), %d payments (want some)", instances, payments)
+	}
+}
+
+// wantServerProfiles checks the profiles of a run with --server-process:
+// the server's, since only the server answers HTTP and runs its store's
+// writer.
+func wantServerProfiles(t *testing.T, base string) {
+	t.Helper()
+	served := func(p *profile.Profile) bool {
+		for _, s := range p.Sample {
+			for _, loc := range s.Location {
+				for _, l := range loc.Line {
+					if l.Function != nil && strings.HasSuffix(l.Function.Name, "internal/http.(*Server).ServeHTTP") {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	// The allocations' records are published at each garbage collection,
+	// and a short run may have none: the CPU profile tells whose it is.
+	for _, f := range []struct {
+		ext, sampleType string
+		served          bool
+	}{{".cpu", "cpu", true}, {".mem", "alloc_space", false}} {
+		b, err := os.ReadFile(base + f.ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.ParseData(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f.ext, err)
+		}
+		types := ""
+		for _, st := range p.SampleType {
+			types += st.Type + " "
+		}
+		if !strings.Contains(types, f.sampleType) || f.served && !served(p) {
+			t.Errorf("%s profile: sample types %q, ServeHTTP in it %v: want %s and the server's requests", f.ext, types, served(p), f.sampleType)
+		}
+	}
+	if b, err := os.ReadFile(base + ".trace"); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("trace: %d bytes, %v: want a Go execution trace", len(b), err)
 	}
 }
 
@@ -431,8 +488,6 @@ func TestBenchUsage(t *testing.T) {
 		{"--server-process", "--target", "http://127.0.0.1:1", "--api-key", "sk_test_x"},
 		{"--server-process", "--dispatch-interval", "100ms"},
 		{"--server-process", "--gomaxprocs", "3"},
-		{"--server-process", "--cpuprofile", "cpu.prof"},
-		{"--server-process", "--trace", "trace.out"},
 	} {
 		out, _, err := cli(t, noEnv, append([]string{"bench"}, args...)...)
 		wantErr(t, true, out, err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,6 +84,10 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 		"--ledger-check-interval", "0", "--webhook-retry-scale", strconv.FormatFloat(retry, 'g', -1, 64),
 		// The drain's receivers are on loopback over http.
 		"--insecure-webhooks"}
+	if o.cpuprofile != "" || o.memprofile != "" || o.trace != "" {
+		// The profiles asked for are the server's (fetchProfile).
+		args = append(args, "--pprof")
+	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = serverEnv(os.Environ())
 	// The server's log, a line a request, is written and read but kept
@@ -165,7 +170,7 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	closeStore := t.stop
-	t.base, t.apart = base, true
+	t.base, t.apart, t.admin = base, true, admin
 	t.sample = func(ctx context.Context) (serverSample, error) { return scrapeServer(ctx, client, admin+"/metrics") }
 	t.stop = func() error { return errors.Join(closeStore(), kill()) }
 	return t, nil
@@ -271,4 +276,41 @@ func scrapeServer(ctx context.Context, client *http.Client, url string) (serverS
 	}
 	s.cpu = time.Duration(cpu * float64(time.Second))
 	return s, nil
+}
+
+// fetchProfile records the server's profile (a /debug/pprof/ name:
+// profile, allocs, trace) over d from the moment start is called: start
+// asks the server for it and returns at once; stop waits for the
+// server's answer, written to start's writer. A profile's seconds are
+// whole, so it may outlast d by up to a second.
+func fetchProfile(ctx context.Context, admin, name string, d time.Duration) (start func(io.Writer) error, stop func() error) {
+	secs := int64(math.Ceil(d.Seconds()))
+	url := fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", admin, name, max(secs, 1))
+	done := make(chan error, 1)
+	start = func(w io.Writer) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		go func() {
+			done <- func() error {
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return fmt.Errorf("the server's %s: %w", name, err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+					return fmt.Errorf("the server's %s: GET %s: %s: %s", name, url, resp.Status, strings.TrimSpace(string(b)))
+				}
+				if _, err := io.Copy(w, resp.Body); err != nil {
+					return fmt.Errorf("the server's %s: %w", name, err)
+				}
+				return nil
+			}()
+		}()
+		return nil
+	}
+	stop = func() error { return <-done }
+	return start, stop
 }
