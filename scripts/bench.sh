@@ -82,7 +82,8 @@ run_backend() {
 		"${db[@]}" "$@" --markdown --out "$work/$name-steady.md" 2> >(sed "s/^/  /" >&2)
 	log "$name: the server in a process of its own: create-payment, then $BIG payments seeded"
 	timeout 1800 "$bin" bench --server-process --scenario create-payment "${common[@]}" \
-		--big "$BIG" --big-duration "$STEADY" "${db[@]}" "$@" --markdown --out "$work/$name-apart.md" 2> >(sed "s/^/  /" >&2)
+		--big "$BIG" --big-duration "$STEADY" --cpuprofile "$work/$name-apart-cpu.prof" \
+		"${db[@]}" "$@" --markdown --out "$work/$name-apart.md" 2> >(sed "s/^/  /" >&2)
 }
 
 # A fresh SQLite database in a temporary directory each run (the default).
@@ -137,6 +138,17 @@ top_profile() {
 		grep -E 'cum%|xaalis/internal/(xaalis|sqlite|postgres|http\.\(\*Server\)\.(idempotent|handlePaymentCreate))|_sqlite3Prepare$|Xsqlite3_step$|_sqlite3PagerCommitPhaseOne$|Xfsync|Xpwrite|Xpread|linux\.Syscall6$|pgconn.*(ExecStatement|receiveMessage)$|gcBgMarkWorker$' |
 		head -36
 	echo '```'
+}
+
+# writer_share PROFILE: the SQLite writer goroutine's share of a server's
+# profile (its goroutines carry the pprof label xaalis=sqlite-writer).
+writer_share() {
+	local line
+	# With every node kept, the nodes shown account for all the samples
+	# the label selects.
+	line="$(go tool pprof -top -nodefraction=0 -tagfocus=xaalis=sqlite-writer "$bin" "$1" 2>/dev/null |
+		sed -n 's/^Showing nodes accounting for \(.*\) total$/\1/p' | head -1)"
+	echo "On SQLite the writer goroutine (\`-tagfocus=xaalis=sqlite-writer\`) holds ${line:-?} of the server's samples."
 }
 
 pg_version="$(psql "$PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)"
@@ -195,7 +207,8 @@ bash scripts/bench.sh      # all of this file, both backends (about 40 minutes)
 xaalis bench --scenario all ${common[*]} --seed $SEED --drain-rate $DRAIN_RATE --drain-duration $DRAIN --drain-timeout 60s
 xaalis bench --scenario create-payment --duration $STEADY --warmup $WARMUP --concurrency $CONC --floors=false \\
   --big $BIG --big-duration $STEADY --cpuprofile cpu.prof
-xaalis bench --server-process --scenario create-payment ${common[*]} --big $BIG --big-duration $STEADY
+xaalis bench --server-process --scenario create-payment ${common[*]} --big $BIG --big-duration $STEADY \
+  --cpuprofile server-cpu.prof
 # PostgreSQL: the same three, with --database-url "\$XAALIS_BENCH_POSTGRES_URL" --fresh-schema
 go test -run '^\$' -bench . -benchtime 300ms ./internal/webhook ./internal/xaalis ./internal/http
 \`\`\`
@@ -270,6 +283,21 @@ $(top_profile "$work/sqlite-cpu.prof")
 ### PostgreSQL
 
 $(top_profile "$work/postgres-cpu.prof")
+
+### The server in a process of its own
+
+The server's own CPU profile (\`xaalis serve --pprof\`, fetched by \`xaalis bench --server-process
+--cpuprofile\`) of create-payment's measured phase in the third run of each backend (closed loop,
+$CONC concurrent, $DURATION, empty database): the server as deployed, without the generator's
+share of the process. $(writer_share "$work/sqlite-apart-cpu.prof")
+
+SQLite:
+
+$(top_profile "$work/sqlite-apart-cpu.prof")
+
+PostgreSQL:
+
+$(top_profile "$work/postgres-apart-cpu.prof")
 
 ## What dominates, and what to change
 
