@@ -383,9 +383,6 @@ func TestBenchServerProcess(t *testing.T) {
 			if name == "SQLite" {
 				wantServerProfiles(t, profiles)
 			}
-			if name == "SQLite" {
-				wantServerProfiles(t, profiles)
-			}
 		})
 	}
 	// The server stopped with the run, its instance row gone with it, and
