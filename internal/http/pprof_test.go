@@ -20,9 +20,9 @@ import (
 // timeout, as a benchmark's phase does.
 func TestPprof(t *testing.T) {
 	e := newEnv(t, openSQLite(t))
-	api := xhttp.NewServer(e.app, slogDiscard(), xhttp.DefaultConfig(), api.OpenAPI, nil)
+	apiSrv := xhttp.NewServer(e.app, slogDiscard(), xhttp.DefaultConfig(), api.OpenAPI, nil)
 	listen := func(t *testing.T, opts xhttp.AdminOptions, write time.Duration) string {
-		srv := httptest.NewUnstartedServer(xhttp.NewAdmin(e.app, slogDiscard(), api, nil, opts))
+		srv := httptest.NewUnstartedServer(xhttp.NewAdmin(e.app, slogDiscard(), apiSrv, nil, opts))
 		srv.Config.WriteTimeout = write
 		srv.Start()
 		t.Cleanup(srv.Close)
