@@ -79,12 +79,13 @@ for round in $(seq 1 "$ROUNDS"); do
 	for cfg in "1 16" "2 8" "4 4" "8 2"; do
 		set -- $cfg
 		script "$1" >"$work/b$1.sql"
-		tps="$(PGOPTIONS="-c search_path=$schema" pgbench "$URL" -n -c "$2" -j 2 -T "$DURATION" -M prepared \
-			-D m="$merchant" -f "$work/b$1.sql" 2>&1 | sed -n 's/^tps = \([0-9.]*\).*/\1/p')"
-		if [ -z "$tps" ]; then
-			echo "pgbench failed for batches of $1" >&2
+		if ! PGOPTIONS="-c search_path=$schema" pgbench "$URL" -n -c "$2" -j 2 -T "$DURATION" -M prepared \
+			-D m="$merchant" -f "$work/b$1.sql" >"$work/out" 2>&1; then
+			echo "pgbench failed for batches of $1:" >&2
+			tail -5 "$work/out" >&2
 			exit 1
 		fi
+		tps="$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/out")"
 		awk -v r="$round" -v n="$1" -v c="$2" -v t="$tps" 'BEGIN { printf "| %d | %d | %d | %.0f | %.0f |\n", r, n, c, t, t * n }'
 	done
 done
