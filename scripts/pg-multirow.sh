@@ -73,12 +73,13 @@ COMMIT;
 EOF
 }
 
+for n in 1 2 4 8; do script "$n" >"$work/b$n.sql"; done
+
 echo "| round | payments a transaction | connections | transactions/s | payments/s |"
 echo "|---:|---:|---:|---:|---:|"
 for round in $(seq 1 "$ROUNDS"); do
 	for cfg in "1 16" "2 8" "4 4" "8 2"; do
 		set -- $cfg
-		script "$1" >"$work/b$1.sql"
 		if ! PGOPTIONS="-c search_path=$schema" pgbench "$URL" -n -c "$2" -j 2 -T "$DURATION" -M prepared \
 			-D m="$merchant" -f "$work/b$1.sql" >"$work/out" 2>&1; then
 			echo "pgbench failed for batches of $1:" >&2
