@@ -288,7 +288,12 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 	inTx := !hookNow && a.Gateway != nil && a.Gateway.InProcess(t.Mode)
 	var out *Transaction
 	var gerr error
-	err = a.update(ctx, func(tx Tx) error {
+	// The command may run again (Rerunnable): each run starts from the
+	// draft, not from what the last run made of it.
+	draft := *t
+	err = a.update(Rerunnable(ctx), func(tx Tx) error {
+		d := draft
+		t, out, gerr = &d, nil, nil
 		if pub {
 			if err := a.countPublishableCreation(ctx, tx, p); err != nil {
 				return err

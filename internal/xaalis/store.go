@@ -36,7 +36,9 @@ type Store interface {
 
 	// Update runs fn in one write transaction, committed when fn returns
 	// nil and rolled back otherwise. It returns once the commit is
-	// durable.
+	// durable. When ctx is marked Rerunnable, a store may run fn in a
+	// transaction shared with other commands and, when that transaction
+	// rolls back, run it again in one of its own.
 	Update(ctx context.Context, fn func(tx Tx) error) error
 
 	// Durable returns once the writes a read may have seen are durable:
@@ -431,4 +433,26 @@ func NewPagination(p PageRequest, total int) Pagination {
 		last = 1
 	}
 	return Pagination{Total: total, PerPage: p.PerPage, CurrentPage: p.Page, LastPage: last}
+}
+
+type rerunnableKey struct{}
+
+// Rerunnable marks the commands of ctx as safe to run more than once: a
+// command's fn (Store.Update) keeps no effect of a run but its
+// transaction's writes, so that a run rolled back leaves nothing and the
+// next one starts afresh. PostgreSQL then writes such commands that arrive
+// together in one transaction, each table's rows of them in one statement
+// (group commit); when that transaction fails it runs each again alone, so
+// that only the command at fault gets the error. A command that calls out
+// to the network, or that does anything outside the transaction that a second run would not find already done, must not be
+// marked (test mode's simulators answer a payment's second initiation with
+// its first).
+func Rerunnable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, rerunnableKey{}, true)
+}
+
+// IsRerunnable reports whether ctx was marked Rerunnable.
+func IsRerunnable(ctx context.Context) bool {
+	v, _ := ctx.Value(rerunnableKey{}).(bool)
+	return v
 }
