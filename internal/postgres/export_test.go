@@ -113,3 +113,10 @@ func (s *Store) PlanCounts(ctx context.Context) ([]PlanCount, error) {
 	}
 	return out, nil
 }
+
+// SetGroupWorkers sets how many group workers the store starts at its
+// first rerunnable command (group.go); call it before that.
+func (s *Store) SetGroupWorkers(n int) { s.group.workersWanted = n }
+
+// GroupQueued is how many rerunnable commands wait for a worker.
+func (s *Store) GroupQueued() int { return len(s.group.queue) }

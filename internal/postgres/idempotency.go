@@ -244,8 +244,8 @@ func (t *Tx) countKey(c xaalis.Claim) {
 	}
 	start := xaalis.QuotaWindowStart(c.Now, c.QuotaWindow)
 	t.quotaRetry = start.Add(c.QuotaWindow).Sub(c.Now)
-	t.tx.quota = &quotaCount{merchant: c.Scope.MerchantID, mode: string(c.Scope.Mode),
-		keyType: string(c.Scope.KeyType), start: start, limit: int64(c.QuotaLimit), shard: t.quotaShard(c)}
+	t.tx.addQuota(quotaCount{merchant: c.Scope.MerchantID, mode: string(c.Scope.Mode),
+		keyType: string(c.Scope.KeyType), start: start, limit: int64(c.QuotaLimit), shard: t.quotaShard(c), n: 1})
 }
 
 // writeUnwritten queues the INSERT of the command's Unseen key: done with
@@ -256,8 +256,8 @@ func (t *Tx) countKey(c xaalis.Claim) {
 // key (claimFailed).
 func (t *Tx) writeUnwritten(done *xaalis.StoredResponse, body []byte) {
 	t.claimQueued = true
-	sql, args := claimInsert(*t.unwritten, done, body)
-	t.tx.later("insert idempotency key", orRaise(sql, claimRaceCode, "idempotency key claimed meanwhile"), args...)
+	_, args := claimInsert(*t.unwritten, done, body)
+	t.tx.queued = append(t.tx.queued, insertUnseenKeyRows.one("insert idempotency key", args...))
 }
 
 // claimInsert is the INSERT of c's key: done with the answer done (its
@@ -270,13 +270,25 @@ func claimInsert(c xaalis.Claim, done *xaalis.StoredResponse, body []byte) (stri
 		state, lockedUntil = "done", epoch
 		status, ctype, loc = done.Status, done.ContentType, done.Location
 	}
-	return `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state, locked_until,
-		created_at, expires_at, instance_id, response_status, response_content_type, response_location, response_body)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-		ON CONFLICT (merchant_id, mode, key_type, key) DO NOTHING`,
+	return claimInsertHead + ` VALUES ` + claimInsertRow + ` ` + claimInsertTail,
 		[]any{c.Scope.MerchantID, c.Scope.Mode, c.Scope.KeyType, c.Scope.Key, c.Fingerprint, c.Token, state, lockedUntil,
 			c.Now, c.Now.Add(xaalis.IdempotencyTTL), nullString(c.Instance), status, ctype, loc, body}
 }
+
+const (
+	claimInsertHead = `INSERT INTO idempotency_keys (merchant_id, mode, key_type, key, fingerprint, token, state, locked_until,
+		created_at, expires_at, instance_id, response_status, response_content_type, response_location, response_body)`
+	claimInsertRow  = `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+	claimInsertTail = `ON CONFLICT (merchant_id, mode, key_type, key) DO NOTHING`
+)
+
+// insertUnseenKeyRows inserts Unseen keys (writeUnwritten), raising
+// claimRaceCode when one exists.
+var insertUnseenKeyRows = func() *valuesRows {
+	v := newValuesRows(claimInsertHead, claimInsertRow, claimInsertTail)
+	v.raise, v.message = claimRaceCode, "idempotency key claimed meanwhile"
+	return v
+}()
 
 // orRaise makes a data-modifying statement (without RETURNING) raise code
 // with message when it changed no row: sent with the COMMIT, it stops the

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,23 +64,69 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 	}
 	// One statement for the entry and its postings: the postings' foreign
 	// key is checked at the statement's end, when the entry is there.
-	rows := []queued{{op: "insert ledger entry", sql: `WITH e AS (
-			INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7))
-		INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
-		SELECT $1::text, u.line, u.account, u.currency, u.amount
-		FROM unnest($8::text[], $9::text[], $10::bigint[]) WITH ORDINALITY AS u (account, currency, amount, line)`,
+	rows := []queued{{op: "insert ledger entry", sql: insertEntrySQL, rows: entryRows{},
 		args: []any{e.ID, e.Mode, nullString(e.MerchantID), e.Kind, e.RefType, e.RefID, e.CreatedAt, accounts, currencies, amounts}}}
 	if t.tx.addEntry(e, deltas(e.Postings)) {
 		// An entry with a checked debit is written after its check has
 		// locked the balance: entries that lower a merchant's available
 		// money are numbered (ledger_entries.seq) in the order they took
 		// effect, as every other debit of it, which locks it first.
+		rows[0].rows = nil // written in its place, after its check, never merged
 		t.tx.checkedRows = append(t.tx.checkedRows, rows...)
 		return nil
 	}
 	t.tx.queued = append(t.tx.queued, rows...)
 	return nil
+}
+
+// insertEntrySQL inserts an entry and its postings, PostEntry's
+// arguments in order.
+const insertEntrySQL = `WITH e AS (
+		INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7))
+	INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
+	SELECT $1::text, u.line, u.account, u.currency, u.amount
+	FROM unnest($8::text[], $9::text[], $10::bigint[]) WITH ORDINALITY AS u (account, currency, amount, line)`
+
+// entryRows merges the entries of a batch (group.go): the entries in one
+// multi-row VALUES, all their postings in one unnest.
+type entryRows struct{}
+
+var entryValues = newValuesRows(`INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)`,
+	`($1, $2, $3, $4, $5, $6, $7)`, "")
+
+func (entryRows) merged(rows [][]any) (string, []any) {
+	args := make([]any, 0, len(rows)*7+5)
+	var ids, accounts, currencies []string
+	var lines []int32
+	var amounts []int64
+	for _, r := range rows {
+		args = append(args, r[:7]...)
+		as, cs, ms := r[7].([]string), r[8].([]string), r[9].([]int64)
+		for i := range as {
+			ids, lines = append(ids, r[0].(string)), append(lines, int32(i+1))
+		}
+		accounts, currencies, amounts = append(accounts, as...), append(currencies, cs...), append(amounts, ms...)
+	}
+	args = append(args, ids, lines, accounts, currencies, amounts)
+	return entriesSQL(len(rows)), args
+}
+
+var entryTexts sync.Map // n -> string
+
+// entriesSQL inserts n entries, then their postings from five arrays.
+func entriesSQL(n int) string {
+	if s, ok := entryTexts.Load(n); ok {
+		return s.(string)
+	}
+	p := func(k int) string { return "$" + strconv.Itoa(n*7+k) }
+	s := `WITH e AS (` + entryValues.sql(n) + `)
+	INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
+	SELECT u.entry_id, u.line, u.account, u.currency, u.amount
+	FROM unnest(` + p(1) + `::text[], ` + p(2) + `::int[], ` + p(3) + `::text[], ` + p(4) + `::text[], ` + p(5) + `::bigint[])
+		AS u (entry_id, line, account, currency, amount)`
+	entryTexts.Store(n, s)
+	return s
 }
 
 // balanceCheck is a debit of a merchant's available money, checked at

@@ -38,6 +38,9 @@ type queued struct {
 	args []any
 	// op names the statement in errors.
 	op string
+	// rows, when set, is the kind of the rows the statement inserts: a
+	// batch writes those of all its commands in one statement (group.go).
+	rows rowsStatement
 }
 
 // txConn is a write transaction on one connection of the pool. It offers
@@ -51,7 +54,7 @@ type txConn struct {
 	// quota's count, the volume and stat counters, and the balance
 	// changes of entries whose debits need no check, summed per account
 	// (ledger.go).
-	quota    *quotaCount
+	quota    []quotaCount
 	volumes  map[volumeKey]int64
 	stats    map[statRow]statSum
 	counts   map[countRow]int64
@@ -76,13 +79,27 @@ func (p *params) add(v any) string {
 	return "$" + strconv.Itoa(len(*p))
 }
 
-// quotaCount is a new Idempotency-Key's count against its merchant's
-// quota, added at COMMIT.
+// quotaCount is the new Idempotency-Keys' count (n) against their
+// merchant's quota, added at COMMIT: one key's, or those of a batch's
+// commands (group.go).
 type quotaCount struct {
 	merchant, mode, keyType string
 	start                   time.Time
 	limit                   int64
 	shard                   int16
+	n                       int64
+}
+
+// addQuota counts q.n more keys against q's quota.
+func (t *txConn) addQuota(q quotaCount) {
+	for i, o := range t.quota {
+		if o.merchant == q.merchant && o.mode == q.mode && o.keyType == q.keyType && o.start.Equal(q.start) && o.shard == q.shard {
+			t.quota[i].n += q.n
+			t.quota[i].limit = min(o.limit, q.limit)
+			return
+		}
+	}
+	t.quota = append(t.quota, q)
 }
 
 // hotShards is how many shards a split hot row has: transactions that add
@@ -356,20 +373,27 @@ func (t *txConn) hot() []queued {
 	var ctes, reads []string
 	var args params
 	arg := args.add
-	if q := t.quota; q != nil {
+	// The quotas first (one, but for a batch of several merchants' commands
+	// or windows), in their fixed order.
+	slices.SortFunc(t.quota, func(a, b quotaCount) int {
+		return cmp.Or(cmp.Compare(a.merchant, b.merchant), cmp.Compare(a.mode, b.mode), cmp.Compare(a.keyType, b.keyType),
+			a.start.Compare(b.start), cmp.Compare(a.shard, b.shard))
+	})
+	for _, q := range t.quota {
 		// Past the limit the statement raises quotaExceededCode: the
 		// transaction rolls back, answered as ClaimQuotaExceeded.
-		m, mode, kt, start, shard := arg(q.merchant), arg(q.mode), arg(q.keyType), arg(q.start), arg(q.shard)
+		m, mode, kt, start, shard, n := arg(q.merchant), arg(q.mode), arg(q.keyType), arg(q.start), arg(q.shard), arg(q.n)
+		c := fmt.Sprintf("c%d", len(ctes))
 		ctes = append(ctes, `INSERT INTO idempotency_quota (merchant_id, mode, key_type, window_start, shard, count)
-			VALUES (`+m+`, `+mode+`, `+kt+`, `+start+`, `+shard+`::smallint, 1)
+			VALUES (`+m+`, `+mode+`, `+kt+`, `+start+`, `+shard+`::smallint, `+n+`::bigint)
 			ON CONFLICT (merchant_id, mode, key_type, window_start, shard)
-			DO UPDATE SET count = idempotency_quota.count + 1 RETURNING count`)
-		reads = append(reads, `CASE WHEN (SELECT count FROM c0) + coalesce((SELECT sum(count) FROM idempotency_quota
+			DO UPDATE SET count = idempotency_quota.count + excluded.count RETURNING count`)
+		reads = append(reads, `CASE WHEN (SELECT count FROM `+c+`) + coalesce((SELECT sum(count) FROM idempotency_quota
 				WHERE merchant_id = `+m+` AND mode = `+mode+` AND key_type = `+kt+` AND window_start = `+start+
 			` AND shard <> `+shard+`), 0) > `+arg(q.limit)+`::bigint
 			THEN xaalis_raise('`+quotaExceededCode+`', 'idempotency quota exceeded') ELSE 0 END`)
-		t.quota = nil
 	}
+	t.quota = nil
 	if len(t.volumes) > 0 {
 		keys := sortedKeys(t.volumes, func(a, b volumeKey) int {
 			return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.day, b.day))

@@ -44,7 +44,10 @@ type Store struct {
 	// box seals the secrets the database keeps (SetSecretBox).
 	box xaalis.SecretBox
 
-	commits atomic.Int64
+	// commits counts the write transactions committed, commands the
+	// commands in them (a batch has several, group.go).
+	commits, commands atomic.Int64
+	group             group
 	// shards gives each connection of the pool its own shard of the split
 	// hot rows (connShard), from a start random per process.
 	shards     sync.Map // *pgx.Conn -> int16
@@ -88,7 +91,8 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.Background())
-	st := &Store{pool: &db{pool}, bg: bg, stop: stop, wakeChannel: wakeChannel(schema)}
+	st := &Store{pool: &db{pool}, bg: bg, stop: stop, wakeChannel: wakeChannel(schema),
+		group: group{queue: make(chan *groupJob, groupQueue), workersWanted: GroupWorkers}}
 	st.nextShard.Store(mrand.Int32N(hotShards))
 	return st, nil
 }
@@ -144,6 +148,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	s.closeGroup()
 	s.stop()
 	s.listening.Wait()
 	s.pool.Close()
@@ -265,8 +270,17 @@ func (t *Tx) InsertSettingOnce(ctx context.Context, name string, value []byte) (
 }
 
 // Update runs fn in one READ COMMITTED transaction, committed when fn
-// returns nil and rolled back otherwise.
+// returns nil and rolled back otherwise. A command marked
+// xaalis.Rerunnable may share its transaction with others (group.go).
 func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
+	if s.group.workersWanted > 0 && xaalis.IsRerunnable(ctx) {
+		return s.updateGrouped(ctx, fn)
+	}
+	return s.update(ctx, fn)
+}
+
+// update runs fn in a transaction of its own.
+func (s *Store) update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return unavailable(fmt.Errorf("begin: %w", err))
@@ -304,6 +318,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx xaalis.Tx) error) error {
 	}
 	committed = true
 	s.commits.Add(1)
+	s.commands.Add(1)
 	return nil
 }
 
@@ -336,10 +351,9 @@ func (counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryDa
 func (counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // Stats reports the statements sent (by every PostgreSQL store of the
-// process) and the write transactions committed, one command each.
+// process), the write transactions committed and the commands in them.
 func (s *Store) Stats() xaalis.StoreStats {
-	n := s.commits.Load()
-	return xaalis.StoreStats{Statements: statements.Load(), Transactions: n, Commands: n}
+	return xaalis.StoreStats{Statements: statements.Load(), Transactions: s.commits.Load(), Commands: s.commands.Load()}
 }
 
 // retryable answers a deadlock or a serialization failure, which

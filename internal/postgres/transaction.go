@@ -367,18 +367,18 @@ func (s *Store) Events(ctx context.Context, objectID string) ([]*xaalis.Event, e
 // statement or the COMMIT as ErrDuplicateMerchantRef (commitRefusal):
 // the transaction then fails and Update rolls it back.
 func (t *Tx) InsertTransaction(ctx context.Context, x *xaalis.Transaction) error {
-	t.tx.later("insert transaction", insertTxSQL, txArgs(x)...)
+	t.tx.queued = append(t.tx.queued, insertTxRows.one("insert transaction", txArgs(x)...))
 	t.tx.addCount(countRow{x.MerchantID, string(x.Mode), string(x.Type), string(x.Status)}, 1)
 	return nil
 }
 
-// insertTxSQL inserts one transaction, its columns in txArgs' order.
-var insertTxSQL = func() string {
+// insertTxRows inserts transactions, their columns in txArgs' order.
+var insertTxRows = func() *valuesRows {
 	params := make([]string, len(txColumnList))
 	for i := range params {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
-	return `INSERT INTO transactions (` + txColumns + `) VALUES (` + strings.Join(params, ", ") + `)`
+	return newValuesRows(`INSERT INTO transactions (`+txColumns+`)`, `(`+strings.Join(params, ", ")+`)`, "")
 }()
 
 // TransactionForUpdate reads a transaction and locks its row until the
@@ -477,9 +477,8 @@ func (t *Tx) InsertEvent(ctx context.Context, e *xaalis.Event) error {
 		// created; a wrong First fails on (object_id, seq) with the next
 		// statement or the COMMIT.
 		e.Seq = 1
-		t.tx.later("insert event", `INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)`, e.ID, e.MerchantID, e.Mode, e.Type, e.ObjectType, e.ObjectID,
-			string(e.Data), e.CreatedAt)
+		t.tx.queued = append(t.tx.queued, insertFirstEventRows.one("insert event", e.ID, e.MerchantID, e.Mode, e.Type,
+			e.ObjectType, e.ObjectID, string(e.Data), e.CreatedAt))
 		return nil
 	}
 	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, eventLockClass, e.ObjectID); err != nil {
@@ -495,6 +494,10 @@ func (t *Tx) InsertEvent(ctx context.Context, e *xaalis.Event) error {
 	}
 	return nil
 }
+
+// insertFirstEventRows inserts the first events of objects.
+var insertFirstEventRows = newValuesRows(`INSERT INTO events (id, merchant_id, mode, type, object_type, object_id, seq, data, created_at)`,
+	`($1, $2, $3, $4, $5, $6, 1, $7, $8)`, "")
 
 // NotificationFirstSeen records a provider notification id and reports
 // whether it is new. A concurrent insert of the same id waits for the

@@ -1,0 +1,358 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// Group commit with multi-row statements.
+//
+// A command's transaction costs PostgreSQL an executor start-up, a round
+// trip and foreign-key checks for each of its statements, and a COMMIT:
+// about 1.2 ms of its CPU a payment, which is what bounds create-payment
+// (BENCHMARKS.md). Commands marked xaalis.Rerunnable that arrive together
+// therefore share one transaction: a few group workers take every such
+// command queued, run them one after the other on one connection, keep
+// the rows each one queued (pipeline.go's later) aside, and write each
+// table's rows of all of them in one statement (a multi-row INSERT) with
+// the summed hot rows and the COMMIT, in one round trip. With pgbench,
+// batches of 8 payments' rows carried 2.6 to 2.8 times the payments a
+// second of single ones at 16 in flight (scripts/pg-multirow.sh).
+//
+// The batch is all or nothing. When a command's fn fails, or a statement
+// fails (a merchant_ref or an Idempotency-Key that two commands of the
+// batch, or another process, took; an insufficient balance; a quota
+// reached; a deadlock), PostgreSQL rolled the whole transaction back and
+// nothing of it was done: every command of the batch then runs again
+// alone, on its caller's goroutine, through the one-command path, which
+// gives the command at fault its own answer and commits the others. Only
+// a COMMIT whose outcome is unknown (the connection lost while it ran)
+// fails the batch's commands, as service_unavailable: they may have
+// committed, and a retry with the same Idempotency-Key finds out.
+//
+// Commands of a batch do not see each other's rows held aside (a
+// merchant_ref probe misses the row of an earlier command of the batch):
+// two such commands collide at the batch's write, and the rerun alone
+// answers them as separate transactions would have.
+
+const (
+	// maxGroup bounds a batch: a long one delays its first command, and
+	// its multi-row statements' parameters (65,535 at most) grow with it.
+	maxGroup = 32
+	// groupQueue bounds the commands waiting for a worker; past it they run
+	// alone, as commands not marked do.
+	groupQueue = 1024
+)
+
+// GroupWorkers is how many batches a store opened next may have in flight
+// at once, each on a connection of its own; 0 turns group commit off. A
+// worker runs its batch's commands one after the other, so more workers
+// keep more of PostgreSQL's CPUs busy, and fewer make larger batches:
+// create-payment at 16 clients ran 1,700 to 1,840 payments a second with
+// one, 1,560 to 1,930 with two, 1,330 to 1,950 with four and 1,160 to 1,190
+// with eight, against 1,000 to 1,120 without (BENCHMARKS.md). Two also
+// keep commands flowing while one batch waits for a row another process
+// holds.
+var GroupWorkers = 2
+
+// groupJob is a command waiting for a group worker.
+type groupJob struct {
+	fn  func(xaalis.Tx) error
+	err error
+	// alone: the batch rolled back; the caller runs the command again in
+	// a transaction of its own.
+	alone bool
+	done  chan struct{}
+}
+
+var groupJobs = sync.Pool{New: func() any { return &groupJob{done: make(chan struct{}, 1)} }}
+
+// group queues the commands marked rerunnable for the workers.
+type group struct {
+	queue chan *groupJob
+	// mu: queueing holds it for reading; closing, for writing, so that no
+	// command is queued after the workers drained the queue.
+	mu      sync.RWMutex
+	closed  bool
+	workers sync.WaitGroup
+	start   sync.Once
+	// workersWanted is GroupWorkers when the store opened.
+	workersWanted int
+}
+
+// updateGrouped runs a rerunnable command in a batch, or alone when group
+// commit is off, the queue full or the store closing.
+func (s *Store) updateGrouped(ctx context.Context, fn func(xaalis.Tx) error) error {
+	g := &s.group
+	g.start.Do(func() {
+		n := min(g.workersWanted, int(s.pool.Config().MaxConns)-1)
+		for range n {
+			g.workers.Add(1)
+			go s.groupWorker()
+		}
+	})
+	j := groupJobs.Get().(*groupJob)
+	j.fn, j.err, j.alone = fn, nil, false
+	g.mu.RLock()
+	queued := false
+	if !g.closed {
+		select {
+		case g.queue <- j:
+			queued = true
+		default:
+		}
+	}
+	g.mu.RUnlock()
+	if !queued {
+		j.fn = nil
+		groupJobs.Put(j)
+		return s.update(ctx, fn)
+	}
+	<-j.done
+	err, alone := j.err, j.alone
+	j.fn, j.err = nil, nil
+	groupJobs.Put(j)
+	if alone {
+		return s.update(ctx, fn)
+	}
+	return err
+}
+
+// closeGroup stops the workers once they answered every command queued.
+func (s *Store) closeGroup() {
+	g := &s.group
+	g.mu.Lock()
+	was := g.closed
+	g.closed = true
+	g.mu.Unlock()
+	if !was {
+		close(g.queue)
+	}
+	g.workers.Wait()
+}
+
+// groupWorker runs batches until the queue closes.
+func (s *Store) groupWorker() {
+	defer s.group.workers.Done()
+	jobs := make([]*groupJob, 0, maxGroup)
+	for j := range s.group.queue {
+		jobs = append(jobs[:0], j)
+	more:
+		for len(jobs) < maxGroup {
+			select {
+			case j, ok := <-s.group.queue:
+				if !ok {
+					break more
+				}
+				jobs = append(jobs, j)
+			default:
+				break more
+			}
+		}
+		s.runGroup(jobs)
+		for _, j := range jobs {
+			j.done <- struct{}{}
+		}
+		clear(jobs)
+	}
+}
+
+// runGroup runs jobs in one transaction and sets each one's answer. A
+// lone command runs through the one-command path, here so that it waits
+// its turn as a batch would.
+func (s *Store) runGroup(jobs []*groupJob) {
+	ctx := s.bg
+	if len(jobs) == 1 {
+		j := jobs[0]
+		if !recovered(func() { j.err = s.update(ctx, j.fn) }) {
+			j.alone = true // it panicked: again on its caller's goroutine, to panic there
+		}
+		return
+	}
+	rerun := func() {
+		for _, j := range jobs {
+			j.alone = true
+		}
+	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		rerun()
+		return
+	}
+	defer c.Release()
+	t := &txConn{c: c, shard: s.connShard(c.Conn())}
+	var rows []queued
+	var wake xaalis.Wakeup
+	for _, j := range jobs {
+		tx := &Tx{tx: t, box: s.box, wakeChannel: s.wakeChannel}
+		var ferr error
+		if !recovered(func() { ferr = j.fn(tx) }) || ferr != nil {
+			t.rollback(ctx)
+			rerun()
+			return
+		}
+		tx.writeClaim()
+		rows = append(rows, t.queued...)
+		t.queued = nil
+		wake |= tx.wake
+	}
+	t.queued = mergeRows(rows)
+	var tail []queued
+	if wake != 0 {
+		tail = append(tail, queued{op: "notify", sql: `SELECT pg_notify($1, $2)`,
+			args: []any{s.wakeChannel, strconv.Itoa(int(wake))}})
+	}
+	if err := t.commit(ctx, tail...); err != nil {
+		t.rollback(ctx)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			// PostgreSQL refused a statement or the COMMIT: the transaction
+			// rolled back.
+			rerun()
+			return
+		}
+		// The COMMIT's outcome is unknown.
+		err = unavailable(fmt.Errorf("commit a batch of %d commands: %w", len(jobs), err))
+		for _, j := range jobs {
+			j.err = err
+		}
+		return
+	}
+	s.commits.Add(1)
+	s.commands.Add(int64(len(jobs)))
+}
+
+// recovered runs f and reports whether it returned without panicking.
+func recovered(f func()) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	f()
+	return true
+}
+
+// A rowsStatement is a statement that inserts one command's rows and that
+// a batch may merge with other commands' statements of the same kind: one
+// statement then inserts the rows of all.
+type rowsStatement interface {
+	// merged returns the statement inserting the rows of every argument
+	// list of rows, in order.
+	merged(rows [][]any) (string, []any)
+}
+
+// mergeRows merges the statements of a batch's commands that insert rows
+// of one kind into one statement, at the place of the first: an earlier
+// place keeps whatever a later statement of a command refers to (its
+// transaction, say) written before it.
+func mergeRows(q []queued) []queued {
+	var out []queued
+	at := map[rowsStatement]int{}
+	var rows [][][]any
+	for _, s := range q {
+		if s.rows == nil {
+			out = append(out, s)
+			continue
+		}
+		i, ok := at[s.rows]
+		if !ok {
+			i = len(rows)
+			at[s.rows] = i
+			rows = append(rows, nil)
+			out = append(out, queued{op: s.op, sql: s.sql, rows: s.rows, args: []any{i}})
+		}
+		rows[i] = append(rows[i], s.args)
+	}
+	for k, s := range out {
+		if s.rows == nil {
+			continue
+		}
+		rs := rows[s.args[0].(int)]
+		if len(rs) == 1 {
+			out[k] = queued{op: s.op, sql: s.sql, args: rs[0]}
+			continue
+		}
+		sql, args := s.rows.merged(rs)
+		out[k] = queued{op: s.op, sql: sql, args: args}
+	}
+	return out
+}
+
+// valuesRows is an INSERT ... VALUES of one row, its placeholders $1 to
+// $width: merged, it has a row a command.
+type valuesRows struct {
+	head, row, tail string
+	width           int
+	// raise, when set, is the xaalis_raise code the statement raises when
+	// it inserted fewer rows than it was given (ON CONFLICT DO NOTHING),
+	// with message.
+	raise, message string
+	texts          sync.Map // n -> string
+}
+
+// newValuesRows makes the kind of statement head VALUES row tail, row
+// numbering its placeholders from $1.
+func newValuesRows(head, row, tail string) *valuesRows {
+	n := 0
+	for _, m := range placeholder.FindAllStringSubmatch(row, -1) {
+		k, _ := strconv.Atoi(m[1])
+		n = max(n, k)
+	}
+	return &valuesRows{head: head, row: row, tail: tail, width: n}
+}
+
+var placeholder = regexp.MustCompile(`\$(\d+)`)
+
+// sql is the statement for n rows.
+func (v *valuesRows) sql(n int) string {
+	if s, ok := v.texts.Load(n); ok {
+		return s.(string)
+	}
+	var b strings.Builder
+	b.WriteString(v.head)
+	b.WriteString(" VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		off := i * v.width
+		b.WriteString(placeholder.ReplaceAllStringFunc(v.row, func(p string) string {
+			k, _ := strconv.Atoi(p[1:])
+			return "$" + strconv.Itoa(k+off)
+		}))
+	}
+	if v.tail != "" {
+		b.WriteString(" ")
+		b.WriteString(v.tail)
+	}
+	s := b.String()
+	if v.raise != "" {
+		s = `WITH w AS (` + s + ` RETURNING 1)
+		SELECT CASE WHEN count(*) <> ` + strconv.Itoa(n) + ` THEN xaalis_raise('` + v.raise + `', '` + v.message + `') ELSE 0 END FROM w`
+	}
+	v.texts.Store(n, s)
+	return s
+}
+
+func (v *valuesRows) merged(rows [][]any) (string, []any) {
+	args := make([]any, 0, len(rows)*v.width)
+	for _, r := range rows {
+		args = append(args, r...)
+	}
+	return v.sql(len(rows)), args
+}
+
+// one is the statement of one command's row.
+func (v *valuesRows) one(op string, args ...any) queued {
+	return queued{op: op, sql: v.sql(1), args: args, rows: v}
+}

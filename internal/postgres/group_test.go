@@ -1,0 +1,198 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xaalis/xaalis/internal/ledger"
+	"github.com/xaalis/xaalis/internal/postgres"
+	"github.com/xaalis/xaalis/internal/storetest"
+	"github.com/xaalis/xaalis/internal/xaalis"
+)
+
+// groupCommand is a payment as a batch writes it: the transaction, its
+// first event and a ledger entry crediting the merchant, each a statement
+// the batch merges with the other commands'.
+func groupCommand(m *xaalis.Merchant, x *xaalis.Transaction) func(xaalis.Tx) error {
+	ctx := context.Background()
+	return func(tx xaalis.Tx) error {
+		if err := tx.InsertTransaction(ctx, x); err != nil {
+			return err
+		}
+		if err := tx.InsertEvent(ctx, &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+			Type: "payment.success", ObjectType: "transaction", ObjectID: x.ID, Data: []byte(`{}`), CreatedAt: pgT0,
+			First: true}); err != nil {
+			return err
+		}
+		return tx.PostEntry(ctx, &ledger.Entry{ID: xaalis.NewUUIDv7(), Mode: "test", MerchantID: m.ID,
+			Kind: "payment.success", RefType: "transaction", RefID: x.ID, CreatedAt: pgT0, Postings: []ledger.Posting{
+				{Account: ledger.Provider("test", "sim", ledger.Clearing), Currency: "XOF", Amount: -1000},
+				{Account: ledger.Merchant("test", m.ID, ledger.Available), Currency: "XOF", Amount: 1000},
+			}})
+	}
+}
+
+// overdraw debits the merchant's available money by more than it holds.
+func overdraw(m *xaalis.Merchant) func(xaalis.Tx) error {
+	return func(tx xaalis.Tx) error {
+		return tx.PostEntry(context.Background(), &ledger.Entry{ID: xaalis.NewUUIDv7(), Mode: "test", MerchantID: m.ID,
+			Kind: "payout.reserve", RefType: "transaction", RefID: xaalis.NewUUIDv7(), CreatedAt: pgT0,
+			Postings: []ledger.Posting{
+				{Account: ledger.Merchant("test", m.ID, ledger.Available), Currency: "XOF", Amount: -1_000_000_000},
+				{Account: ledger.Merchant("test", m.ID, ledger.Reserved), Currency: "XOF", Amount: 1_000_000_000},
+			}})
+	}
+}
+
+// batch runs fns as one batch: a first command holds the store's one
+// worker until every other is queued behind it. It returns each one's
+// error.
+func batch(t *testing.T, s *postgres.Store, fns ...func(xaalis.Tx) error) []error {
+	t.Helper()
+	ctx := xaalis.Rerunnable(context.Background())
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.Update(ctx, func(xaalis.Tx) error {
+			once.Do(func() { close(held) })
+			<-release
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	<-held
+	errs := make([]error, len(fns))
+	for i, fn := range fns {
+		wg.Go(func() { errs[i] = s.Update(ctx, fn) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.GroupQueued() < len(fns) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d commands queued", s.GroupQueued(), len(fns))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	return errs
+}
+
+// TestGroupCommit: commands marked rerunnable that arrive together share
+// one transaction, each table's rows in one statement; a command that
+// fails in a batch (its fn, a constraint of a merged statement, a
+// balance check at the commit) gets its own error and the others commit.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	s := open(t).(*postgres.Store)
+	s.SetGroupWorkers(1)
+	m := storetest.NewMerchant(t, s)
+	var all []*xaalis.Transaction
+	commands := func(n int) ([]*xaalis.Transaction, []func(xaalis.Tx) error) {
+		var xs []*xaalis.Transaction
+		var fns []func(xaalis.Tx) error
+		for i := range n {
+			x := pgPayment(m, fmt.Sprintf("group-%d-%d", len(all), i))
+			xs, fns = append(xs, x), append(fns, groupCommand(m, x))
+		}
+		all = append(all, xs...)
+		return xs, fns
+	}
+
+	t.Run("one transaction", func(t *testing.T) {
+		before := s.Stats()
+		_, fns := commands(6)
+		for i, err := range batch(t, s, fns...) {
+			if err != nil {
+				t.Fatalf("command %d: %v", i, err)
+			}
+		}
+		after := s.Stats()
+		// The holder's transaction (alone, writing nothing) and the six's.
+		if tx, cmds := after.Transactions-before.Transactions, after.Commands-before.Commands; tx != 2 || cmds != 7 {
+			t.Fatalf("%d transactions for %d commands; want the holder's and one for the six", tx, cmds)
+		}
+	})
+
+	var twin *xaalis.Transaction
+	failures := []struct {
+		name string
+		bad  func(xs []*xaalis.Transaction) func(xaalis.Tx) error
+		want func(error) bool
+		// twin: the failing command's twin is command 1, whose merchant_ref
+		// it takes.
+		twin bool
+	}{
+		{"its fn fails", func([]*xaalis.Transaction) func(xaalis.Tx) error {
+			return func(xaalis.Tx) error { return errBoom }
+		}, func(err error) bool { return errors.Is(err, errBoom) }, false},
+		{"its merchant_ref is another command's of the batch", func(xs []*xaalis.Transaction) func(xaalis.Tx) error {
+			twin = pgPayment(m, xs[1].MerchantRef)
+			return groupCommand(m, twin)
+		}, func(err error) bool { return errors.Is(err, xaalis.ErrDuplicateMerchantRef) }, true},
+		{"its merchant_ref was taken before", func([]*xaalis.Transaction) func(xaalis.Tx) error {
+			return groupCommand(m, pgPayment(m, all[0].MerchantRef))
+		}, func(err error) bool { return errors.Is(err, xaalis.ErrDuplicateMerchantRef) }, false},
+		{"it overdraws at the commit", func([]*xaalis.Transaction) func(xaalis.Tx) error {
+			return overdraw(m)
+		}, func(err error) bool { return xaalis.ErrorCode(err) == xaalis.EInsufficientBalance }, false},
+	}
+	for _, f := range failures {
+		t.Run(f.name, func(t *testing.T) {
+			xs, fns := commands(4)
+			bad := len(fns) / 2
+			fns = append(fns[:bad:bad], append([]func(xaalis.Tx) error{f.bad(xs)}, fns[bad:]...)...)
+			errs := batch(t, s, fns...)
+			if f.twin {
+				// Run alone at once, either of the two may commit first:
+				// the other is refused.
+				if errs[bad] == nil && f.want(errs[1]) {
+					errs[bad], errs[1] = errs[1], nil
+					all[slices.Index(all, xs[1])] = twin
+				}
+			}
+			for i, err := range errs {
+				switch {
+				case i == bad && !f.want(err):
+					t.Fatalf("the failing command: %v", err)
+				case i != bad && err != nil:
+					t.Fatalf("command %d: %v", i, err)
+				}
+			}
+		})
+	}
+
+	// Every command that succeeded is there whole, and nothing else.
+	for _, x := range all {
+		got, err := s.Transaction(ctx, m.ID, x.ID)
+		if err != nil {
+			t.Fatalf("transaction %s: %v", x.MerchantRef, err)
+		}
+		if got.MerchantRef != x.MerchantRef {
+			t.Fatalf("transaction %s: merchant_ref %q", x.ID, got.MerchantRef)
+		}
+		if evs, err := s.Events(ctx, x.ID); err != nil || len(evs) != 1 || evs[0].Seq != 1 {
+			t.Fatalf("events of %s: %v, %v", x.MerchantRef, evs, err)
+		}
+	}
+	avail := ledger.Merchant("test", m.ID, ledger.Available)
+	bal, _, err := s.Balances(ctx, []string{avail}, xaalis.XOF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(1000 * len(all)); bal[avail] != want {
+		t.Fatalf("available %d, want %d", bal[avail], want)
+	}
+	problems, err := s.CheckLedger(ctx)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("ledger: %v, %v", problems, err)
+	}
+}
+
+var errBoom = errors.New("boom")
