@@ -59,7 +59,7 @@ const (
 // keep more of PostgreSQL's CPUs busy, and fewer make larger batches:
 // create-payment at 16 clients ran 1,700 to 1,840 payments a second with
 // one, 1,560 to 1,930 with two, 1,330 to 1,950 with four and 1,160 to 1,190
-// with eight, against 1,000 to 1,120 without (BENCHMARKS.md). Two also
+// with eight, against 1,000 to 1,120 without (docs/write-path.md). Two also
 // keep commands flowing while one batch waits for a row another process
 // holds.
 var GroupWorkers = 2
