@@ -120,6 +120,88 @@ func TestGroupCommit(t *testing.T) {
 		}
 	})
 
+	t.Run("fan-outs", func(t *testing.T) {
+		// Three merchants' events in one batch, each fanned out to the
+		// endpoints of its merchant and mode subscribed to it: with one, two
+		// or more endpoints than the IDs made ahead.
+		endpoint := func(m *xaalis.Merchant, at int, events ...string) *xaalis.WebhookEndpoint {
+			w := &xaalis.WebhookEndpoint{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+				URL: fmt.Sprintf("https://shop.example/%d", at), Events: events, Format: xaalis.Format20260601,
+				Secret: "whsec_" + xaalis.NewUUIDv7(), CreatedAt: pgT0.Add(time.Duration(at) * time.Second),
+				UpdatedAt: pgT0.Add(time.Duration(at) * time.Second)}
+			if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertWebhookEndpoint(ctx, w) }); err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		one, two, many := storetest.NewMerchant(t, s), storetest.NewMerchant(t, s), storetest.NewMerchant(t, s)
+		want := map[*xaalis.Merchant][]*xaalis.WebhookEndpoint{one: {endpoint(one, 0)}}
+		want[two] = []*xaalis.WebhookEndpoint{endpoint(two, 0, "*"), endpoint(two, 2, xaalis.EventPaymentSuccess)}
+		endpoint(two, 1, xaalis.EventPaymentFailed) // not subscribed
+		for i := range xaalis.MaxWebhookEndpoints + 2 {
+			want[many] = append(want[many], endpoint(many, i))
+		}
+		merchants := []*xaalis.Merchant{one, two, many}
+		events := make([]*xaalis.Event, len(merchants))
+		made := make([][]string, len(merchants))
+		var fns []func(xaalis.Tx) error
+		for i, m := range merchants {
+			events[i] = &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+				Type: xaalis.EventPaymentSuccess, ObjectType: "transaction", ObjectID: xaalis.NewUUIDv7(), First: true,
+				Data: []byte(`{}`), CreatedAt: pgT0.Add(time.Duration(i) * time.Minute)}
+			fns = append(fns, func(tx xaalis.Tx) error {
+				made[i] = nil
+				if err := tx.InsertEvent(ctx, events[i]); err != nil {
+					return err
+				}
+				return tx.InsertFanOut(ctx, events[i], func() string {
+					id := xaalis.NewUUIDv7()
+					made[i] = append(made[i], id)
+					return id
+				})
+			})
+		}
+		before := s.Stats()
+		for i, err := range batch(t, s, fns...) {
+			if err != nil {
+				t.Fatalf("command %d: %v", i, err)
+			}
+		}
+		if tx := s.Stats().Transactions - before.Transactions; tx != 2 {
+			t.Fatalf("%d transactions; want the holder's and one for the three", tx)
+		}
+		for i, m := range merchants {
+			ds, err := s.Deliveries(ctx, events[i].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) != len(want[m]) {
+				t.Fatalf("event %d: %d deliveries, want %d", i, len(ds), len(want[m]))
+			}
+			ids, endpoints := map[string]bool{}, map[string]bool{}
+			for k, d := range ds {
+				w := want[m][k]
+				if k >= xaalis.MaxWebhookEndpoints {
+					// Named at random, the last deliveries come in any order.
+					i := slices.IndexFunc(want[m], func(w *xaalis.WebhookEndpoint) bool { return w.ID == d.EndpointID })
+					if i < xaalis.MaxWebhookEndpoints || endpoints[d.EndpointID] {
+						t.Fatalf("event %d, delivery %d to %s", i, k, d.URL)
+					}
+					w = want[m][i]
+				}
+				endpoints[d.EndpointID] = true
+				if d.EndpointID != w.ID || d.URL != w.URL || d.MerchantID != m.ID || d.Status != xaalis.DeliveryPending ||
+					!d.NextAttemptAt.Equal(events[i].CreatedAt) || ids[d.ID] {
+					t.Fatalf("event %d, delivery %d: %+v; want to %s", i, k, d, w.URL)
+				}
+				if k < xaalis.MaxWebhookEndpoints && d.ID != made[i][k] {
+					t.Fatalf("event %d, delivery %d named %s, not the ID made for it, %s", i, k, d.ID, made[i][k])
+				}
+				ids[d.ID] = true
+			}
+		}
+	})
+
 	var twin *xaalis.Transaction
 	failures := []struct {
 		name string

@@ -134,7 +134,7 @@ func (t *Tx) InsertFanOut(ctx context.Context, ev *xaalis.Event, newID xaalis.ID
 	for i := range ids {
 		ids[i] = newID()
 	}
-	t.tx.later("fan out", `WITH d AS (
+	t.tx.queued = append(t.tx.queued, queued{op: "fan out", rows: fanOutRows{}, sql: `WITH d AS (
 		INSERT INTO webhook_deliveries (`+deliveryColumns+`)
 		SELECT coalesce(($1::text[])[w.n], gen_random_uuid()::text), $2, $3, $4, w.id, w.url, w.payload_format,
 			$5, 0, $6, NULL, $6, $6
@@ -144,10 +144,46 @@ func (t *Tx) InsertFanOut(ctx context.Context, ev *xaalis.Event, newID xaalis.ID
 				AND (cardinality(events) = 0 OR events && ARRAY['*', $7::text])) AS w
 		RETURNING 1)
 	SELECT pg_notify($8, $9) FROM (SELECT 1 FROM d LIMIT 1) AS stored`,
-		ids, ev.ID, ev.MerchantID, ev.Mode, xaalis.DeliveryPending, ev.CreatedAt, ev.Type,
-		t.wakeChannel, strconv.Itoa(int(xaalis.WakeDeliveries)))
+		args: []any{ids, ev.ID, ev.MerchantID, ev.Mode, xaalis.DeliveryPending, ev.CreatedAt, ev.Type,
+			t.wakeChannel, strconv.Itoa(int(xaalis.WakeDeliveries))}})
 	return nil
 }
+
+// fanOutRows merges the fan-outs of a batch's events (group.go) into one
+// statement: the events unnested, each joined to its merchant's endpoints
+// subscribed to it, the deliveries named by each event's IDs made ahead
+// (MaxWebhookEndpoints of them an event, flattened).
+type fanOutRows struct{}
+
+func (fanOutRows) merged(rows [][]any) (string, []any) {
+	n := len(rows)
+	ids := make([]string, 0, n*xaalis.MaxWebhookEndpoints)
+	events, merchants, modes, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	at := make([]time.Time, n)
+	for i, r := range rows {
+		ids = append(ids, r[0].([]string)...)
+		events[i], merchants[i], modes[i] = r[1].(string), r[2].(string), string(r[3].(xaalis.Mode))
+		at[i], types[i] = r[5].(time.Time), r[6].(string)
+	}
+	first := rows[0]
+	return fanOutManySQL, []any{ids, events, merchants, modes, at, types, first[4], first[7], first[8]}
+}
+
+// fanOutManySQL is fanOutRows' statement.
+var fanOutManySQL = `WITH d AS (
+		INSERT INTO webhook_deliveries (` + deliveryColumns + `)
+		SELECT coalesce(CASE WHEN w.n <= ` + strconv.Itoa(xaalis.MaxWebhookEndpoints) + ` THEN ($1::text[])[(e.k - 1) * ` +
+	strconv.Itoa(xaalis.MaxWebhookEndpoints) + ` + w.n] END, gen_random_uuid()::text),
+			e.id, e.merchant_id, e.mode, w.id, w.url, w.payload_format, $7, 0, e.at, NULL, e.at, e.at
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) WITH ORDINALITY
+			AS e (id, merchant_id, mode, at, type, k)
+		CROSS JOIN LATERAL (SELECT id, url, payload_format, row_number() OVER (ORDER BY created_at, id) AS n
+			FROM webhook_endpoints
+			WHERE merchant_id = e.merchant_id AND mode = e.mode AND deleted_at IS NULL
+				AND (cardinality(events) = 0 OR events && ARRAY['*', e.type])) AS w
+		ORDER BY e.k, w.n
+		RETURNING 1)
+	SELECT pg_notify($8, $9) FROM (SELECT 1 FROM d LIMIT 1) AS stored`
 
 const eventColumns = `id, merchant_id, mode, type, object_type, object_id, seq, data, created_at`
 
