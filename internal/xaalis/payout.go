@@ -153,7 +153,13 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	// the dispatcher asks about before sending again.
 	inTx := a.Gateway != nil && a.Gateway.InProcess(t.Mode)
 	var out *Transaction
-	err = a.update(ctx, func(tx Tx) error {
+	// The command may run again (Rerunnable): each run starts from the
+	// draft. In test mode the simulator answers a second run's payout,
+	// same reference, with the first's.
+	draft := *t
+	err = a.update(Rerunnable(ctx), func(tx Tx) error {
+		d := draft
+		t, resume, out = &d, false, nil
 		if idemKey != "" {
 			old, err := tx.TransactionByIdempotencyKey(ctx, m.ID, t.Mode, idemKey)
 			if err == nil && old.Type == TypePayout {
