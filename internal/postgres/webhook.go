@@ -135,7 +135,7 @@ func (t *Tx) InsertFanOut(ctx context.Context, ev *xaalis.Event, newID xaalis.ID
 		ids[i] = newID()
 	}
 	t.tx.queued = append(t.tx.queued, queued{op: "fan out", rows: fanOutRows{}, sql: `WITH d AS (
-		INSERT INTO webhook_deliveries (`+deliveryColumns+`)
+		INSERT INTO webhook_deliveries (` + deliveryColumns + `)
 		SELECT coalesce(($1::text[])[w.n], gen_random_uuid()::text), $2, $3, $4, w.id, w.url, w.payload_format,
 			$5, 0, $6, NULL, $6, $6
 		FROM (SELECT id, url, payload_format, row_number() OVER (ORDER BY created_at, id) AS n
