@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,16 +29,18 @@ import (
 // batches of 8 payments' rows carried 2.6 to 2.8 times the payments a
 // second of single ones at 16 in flight (scripts/pg-multirow.sh).
 //
-// The batch is all or nothing. When a command's fn fails, or a statement
-// fails (a merchant_ref or an Idempotency-Key that two commands of the
-// batch, or another process, took; an insufficient balance; a quota
-// reached; a deadlock), PostgreSQL rolled the whole transaction back and
-// nothing of it was done: every command of the batch then runs again
-// alone, on its caller's goroutine, through the one-command path, which
-// gives the command at fault its own answer and commits the others. Only
-// a COMMIT whose outcome is unknown (the connection lost while it ran)
-// fails the batch's commands, as service_unavailable: they may have
-// committed, and a retry with the same Idempotency-Key finds out.
+// The batch is all or nothing. When a statement fails (a merchant_ref or
+// an Idempotency-Key that two commands of the batch, or another process,
+// took; an insufficient balance; a quota reached; a deadlock), PostgreSQL
+// rolled the whole transaction back and nothing of it was done: every
+// command of the batch then runs again alone, on its caller's goroutine,
+// through the one-command path, which gives the command at fault its own
+// answer and commits the others. When a command's fn fails of itself (a
+// merchant_ref found used, a limit), only that command goes back to its
+// caller, and the others run again as a batch. Only a COMMIT whose outcome
+// is unknown (the connection lost while it ran) fails the batch's
+// commands, as service_unavailable: they may have committed, and a retry
+// with the same Idempotency-Key finds out.
 //
 // Commands of a batch do not see each other's rows held aside (a
 // merchant_ref probe misses the row of an earlier command of the batch):
@@ -66,6 +69,7 @@ var GroupWorkers = 2
 
 // groupJob is a command waiting for a group worker.
 type groupJob struct {
+	ctx context.Context
 	fn  func(xaalis.Tx) error
 	err error
 	// alone: the batch rolled back; the caller runs the command again in
@@ -101,7 +105,7 @@ func (s *Store) updateGrouped(ctx context.Context, fn func(xaalis.Tx) error) err
 		}
 	})
 	j := groupJobs.Get().(*groupJob)
-	j.fn, j.err, j.alone = fn, nil, false
+	j.ctx, j.fn, j.err, j.alone = ctx, fn, nil, false
 	g.mu.RLock()
 	queued := false
 	if !g.closed {
@@ -113,13 +117,13 @@ func (s *Store) updateGrouped(ctx context.Context, fn func(xaalis.Tx) error) err
 	}
 	g.mu.RUnlock()
 	if !queued {
-		j.fn = nil
+		j.ctx, j.fn = nil, nil
 		groupJobs.Put(j)
 		return s.update(ctx, fn)
 	}
 	<-j.done
 	err, alone := j.err, j.alone
-	j.fn, j.err = nil, nil
+	j.ctx, j.fn, j.err = nil, nil, nil
 	groupJobs.Put(j)
 	if alone {
 		return s.update(ctx, fn)
@@ -168,37 +172,79 @@ func (s *Store) groupWorker() {
 
 // runGroup runs jobs in one transaction and sets each one's answer. A
 // lone command runs through the one-command path, here so that it waits
-// its turn as a batch would.
+// its turn as a batch would. A command whose request is gone (its context
+// done) is left to its caller, which fails at once. A command whose fn
+// fails goes back to its caller to run alone, and the others run again as
+// a batch, up to maxDropped times: a stream of failing requests (a reused
+// merchant_ref, a limit reached) would otherwise make every batch run
+// twice.
 func (s *Store) runGroup(jobs []*groupJob) {
 	ctx := s.bg
-	if len(jobs) == 1 {
-		j := jobs[0]
-		if !recovered(func() { j.err = s.update(ctx, j.fn) }) {
-			j.alone = true // it panicked: again on its caller's goroutine, to panic there
-		}
-		return
-	}
-	rerun := func() {
-		for _, j := range jobs {
+	live := jobs[:0:0]
+	for _, j := range jobs {
+		if j.ctx.Err() != nil {
 			j.alone = true
+			continue
 		}
+		live = append(live, j)
 	}
+	for dropped := 0; ; dropped++ {
+		switch len(live) {
+		case 0:
+			return
+		case 1:
+			j := live[0]
+			if !recovered(func() { j.err = s.update(ctx, j.fn) }) {
+				j.alone = true // it panicked: again on its caller's goroutine, to panic there
+			}
+			return
+		}
+		failed, again := s.runBatch(ctx, live)
+		if !again {
+			return
+		}
+		if failed < 0 || dropped == maxDropped {
+			for _, j := range live {
+				j.alone = true
+			}
+			return
+		}
+		live[failed].alone = true
+		live = slices.Delete(live, failed, failed+1)
+	}
+}
+
+// maxDropped is how many commands whose fn failed a batch leaves out, one
+// at a time, before it sends every command back to run alone.
+const maxDropped = 2
+
+// runBatch runs jobs in one transaction. On success, and when the COMMIT's
+// outcome is unknown, it sets every job's answer and reports again false.
+// Otherwise the transaction rolled back and nothing of it was done: it
+// reports again true, with failed the index of the job whose fn failed,
+// or -1 when the failure was the database's (a statement, the COMMIT).
+func (s *Store) runBatch(ctx context.Context, jobs []*groupJob) (failed int, again bool) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		rerun()
-		return
+		return -1, true
 	}
 	defer c.Release()
 	t := &txConn{c: c, shard: s.connShard(c.Conn())}
 	var rows []queued
 	var wake xaalis.Wakeup
-	for _, j := range jobs {
+	for i, j := range jobs {
 		tx := &Tx{tx: t, box: s.box, wakeChannel: s.wakeChannel}
 		var ferr error
 		if !recovered(func() { ferr = j.fn(tx) }) || ferr != nil {
 			t.rollback(ctx)
-			rerun()
-			return
+			var pe *pgconn.PgError
+			if errors.As(ferr, &pe) {
+				// A statement failed: the transaction is aborted, and
+				// whether the command or an earlier one caused it (a
+				// deadlock between batches, say) is not known.
+				return -1, true
+			}
+			return i, true
 		}
 		tx.writeClaim()
 		rows = append(rows, t.queued...)
@@ -214,21 +260,21 @@ func (s *Store) runGroup(jobs []*groupJob) {
 	if err := t.commit(ctx, tail...); err != nil {
 		t.rollback(ctx)
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			// PostgreSQL refused a statement or the COMMIT: the transaction
-			// rolled back.
-			rerun()
-			return
+		if errors.As(err, &pe) || errors.Is(err, errRolledBack) || pgconn.SafeToRetry(err) {
+			// PostgreSQL refused a statement or the COMMIT, or nothing was
+			// sent: the transaction did not commit.
+			return -1, true
 		}
 		// The COMMIT's outcome is unknown.
 		err = unavailable(fmt.Errorf("commit a batch of %d commands: %w", len(jobs), err))
 		for _, j := range jobs {
 			j.err = err
 		}
-		return
+		return -1, false
 	}
 	s.commits.Add(1)
 	s.commands.Add(int64(len(jobs)))
+	return -1, false
 }
 
 // recovered runs f and reports whether it returned without panicking.
@@ -252,40 +298,67 @@ type rowsStatement interface {
 }
 
 // mergeRows merges the statements of a batch's commands that insert rows
-// of one kind into one statement, at the place of the first: an earlier
-// place keeps whatever a later statement of a command refers to (its
-// transaction, say) written before it.
+// of one kind into one statement. The merged statements go together at the
+// place of the first of them, in mergeOrder: what a command's later
+// statement refers to (its transaction, its event) is then written before
+// it, even when another command of the batch wrote its own event at once
+// (an event that is not its object's first) and queued only the fan-out.
 func mergeRows(q []queued) []queued {
-	var out []queued
-	at := map[rowsStatement]int{}
-	var rows [][][]any
+	out := make([]queued, 0, len(q))
+	at := -1
+	kinds := map[rowsStatement]*mergedKind{}
+	var order []*mergedKind
 	for _, s := range q {
 		if s.rows == nil {
 			out = append(out, s)
 			continue
 		}
-		i, ok := at[s.rows]
-		if !ok {
-			i = len(rows)
-			at[s.rows] = i
-			rows = append(rows, nil)
-			out = append(out, queued{op: s.op, sql: s.sql, rows: s.rows, args: []any{i}})
+		if at < 0 {
+			at = len(out)
 		}
-		rows[i] = append(rows[i], s.args)
+		k := kinds[s.rows]
+		if k == nil {
+			k = &mergedKind{first: s}
+			kinds[s.rows] = k
+			order = append(order, k)
+		}
+		k.rows = append(k.rows, s.args)
 	}
-	for k, s := range out {
-		if s.rows == nil {
+	if at < 0 {
+		return out
+	}
+	slices.SortStableFunc(order, func(a, b *mergedKind) int {
+		return mergeRank(a.first.rows) - mergeRank(b.first.rows)
+	})
+	merged := make([]queued, len(order))
+	for i, k := range order {
+		if len(k.rows) == 1 {
+			merged[i] = queued{op: k.first.op, sql: k.first.sql, args: k.rows[0]}
 			continue
 		}
-		rs := rows[s.args[0].(int)]
-		if len(rs) == 1 {
-			out[k] = queued{op: s.op, sql: s.sql, args: rs[0]}
-			continue
-		}
-		sql, args := s.rows.merged(rs)
-		out[k] = queued{op: s.op, sql: sql, args: args}
+		sql, args := k.first.rows.merged(k.rows)
+		merged[i] = queued{op: k.first.op, sql: sql, args: args}
 	}
-	return out
+	return slices.Insert(out, at, merged...)
+}
+
+// mergedKind is one kind of rows of a batch: the first statement of it
+// and every statement's arguments.
+type mergedKind struct {
+	first queued
+	rows  [][]any
+}
+
+// mergeOrder is the order of the merged statements: a row before the rows
+// that refer to it (a delivery refers to its event).
+var mergeOrder = []rowsStatement{insertTxRows, insertFirstEventRows, fanOutRows{}, entryRows{}, insertUnseenKeyRows}
+
+// mergeRank is r's place in mergeOrder; a kind not in it goes last.
+func mergeRank(r rowsStatement) int {
+	if i := slices.Index(mergeOrder, r); i >= 0 {
+		return i
+	}
+	return len(mergeOrder)
 }
 
 // valuesRows is an INSERT ... VALUES of one row, its placeholders $1 to

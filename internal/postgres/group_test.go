@@ -146,8 +146,11 @@ func TestGroupCommit(t *testing.T) {
 		made := make([][]string, len(merchants))
 		var fns []func(xaalis.Tx) error
 		for i, m := range merchants {
+			// The first command's event is not its object's first: written
+			// at once, it leaves only its fan-out queued, ahead of the
+			// other commands' events; their fan-outs must still follow them.
 			events[i] = &xaalis.Event{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
-				Type: xaalis.EventPaymentSuccess, ObjectType: "transaction", ObjectID: xaalis.NewUUIDv7(), First: true,
+				Type: xaalis.EventPaymentSuccess, ObjectType: "transaction", ObjectID: xaalis.NewUUIDv7(), First: i > 0,
 				Data: []byte(`{}`), CreatedAt: pgT0.Add(time.Duration(i) * time.Minute)}
 			fns = append(fns, func(tx xaalis.Tx) error {
 				made[i] = nil
@@ -210,27 +213,35 @@ func TestGroupCommit(t *testing.T) {
 		// twin: the failing command's twin is command 1, whose merchant_ref
 		// it takes.
 		twin bool
+		// txs is how many transactions commit: the holder's, then the four
+		// others' in one batch when the failing command's fn failed (it is
+		// left out), or each alone when the database refused the batch.
+		txs int64
 	}{
 		{"its fn fails", func([]*xaalis.Transaction) func(xaalis.Tx) error {
 			return func(xaalis.Tx) error { return errBoom }
-		}, func(err error) bool { return errors.Is(err, errBoom) }, false},
+		}, func(err error) bool { return errors.Is(err, errBoom) }, false, 2},
 		{"its merchant_ref is another command's of the batch", func(xs []*xaalis.Transaction) func(xaalis.Tx) error {
 			twin = pgPayment(m, xs[1].MerchantRef)
 			return groupCommand(m, twin)
-		}, func(err error) bool { return errors.Is(err, xaalis.ErrDuplicateMerchantRef) }, true},
+		}, func(err error) bool { return errors.Is(err, xaalis.ErrDuplicateMerchantRef) }, true, 5},
 		{"its merchant_ref was taken before", func([]*xaalis.Transaction) func(xaalis.Tx) error {
 			return groupCommand(m, pgPayment(m, all[0].MerchantRef))
-		}, func(err error) bool { return errors.Is(err, xaalis.ErrDuplicateMerchantRef) }, false},
+		}, func(err error) bool { return errors.Is(err, xaalis.ErrDuplicateMerchantRef) }, false, 5},
 		{"it overdraws at the commit", func([]*xaalis.Transaction) func(xaalis.Tx) error {
 			return overdraw(m)
-		}, func(err error) bool { return xaalis.ErrorCode(err) == xaalis.EInsufficientBalance }, false},
+		}, func(err error) bool { return xaalis.ErrorCode(err) == xaalis.EInsufficientBalance }, false, 5},
 	}
 	for _, f := range failures {
 		t.Run(f.name, func(t *testing.T) {
 			xs, fns := commands(4)
 			bad := len(fns) / 2
 			fns = append(fns[:bad:bad], append([]func(xaalis.Tx) error{f.bad(xs)}, fns[bad:]...)...)
+			before := s.Stats()
 			errs := batch(t, s, fns...)
+			if txs := s.Stats().Transactions - before.Transactions; txs != f.txs {
+				t.Fatalf("%d transactions committed; want %d", txs, f.txs)
+			}
 			if f.twin {
 				// Run alone at once, either of the two may commit first:
 				// the other is refused.

@@ -236,21 +236,29 @@ func (t *txConn) commit(ctx context.Context, tail ...queued) error {
 	b.Queue(`COMMIT`)
 	br := t.c.SendBatch(ctx, b)
 	err := readPrefix(br, begin, q)
+	committed := false
 	if err == nil {
 		var tag pgconn.CommandTag
 		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
 			// PostgreSQL answers COMMIT in a failed transaction with ROLLBACK.
-			err = errors.New("the transaction was rolled back")
+			err = errRolledBack
 		}
 		if err != nil {
 			err = fmt.Errorf("commit: %w", err)
 		}
+		committed = err == nil
 	}
-	if cerr := br.Close(); err == nil && cerr != nil {
+	if cerr := br.Close(); err == nil && cerr != nil && !committed {
 		err = fmt.Errorf("commit: %w", cerr)
 	}
+	// Once PostgreSQL answered COMMIT, the transaction is committed: an
+	// error of the connection after it (a server shutting down) does not
+	// undo it, and the pool finds the connection broken at its next use.
 	return err
 }
+
+// errRolledBack is a COMMIT that PostgreSQL answered with ROLLBACK.
+var errRolledBack = errors.New("the transaction was rolled back")
 
 // rollback ends a transaction that failed. When it cannot, the connection
 // is closed rather than returned to the pool in a transaction.
