@@ -190,7 +190,7 @@ var (
 	descStatements = prometheus.NewDesc("xaalis_store_statements_total",
 		"SQL statements this process sent to the database (reads and writes).", nil, nil)
 	descCommits = prometheus.NewDesc("xaalis_store_commits_total",
-		"Write transactions this process committed: on SQLite a batch of commands sharing one commit and fsync, on PostgreSQL one command each.", nil, nil)
+		"Write transactions this process committed: on SQLite a batch of commands sharing one commit and fsync, on PostgreSQL a batch of payment and payout creations sharing one transaction, or one other command.", nil, nil)
 	descCommands = prometheus.NewDesc("xaalis_store_commands_total",
 		"Commands (state changes) this process's committed write transactions held (on SQLite, a batch's commands, those that failed and rolled back alone included).", nil, nil)
 )
