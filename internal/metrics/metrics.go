@@ -191,6 +191,8 @@ var (
 		"SQL statements this process sent to the database (reads and writes).", nil, nil)
 	descCommits = prometheus.NewDesc("xaalis_store_commits_total",
 		"Write transactions this process committed: on SQLite a batch of commands sharing one commit and fsync, on PostgreSQL a batch of payment and payout creations sharing one transaction, or one other command.", nil, nil)
+	descReruns = prometheus.NewDesc("xaalis_store_batch_reruns_total",
+		"Commands that a batch which rolled back sent to run again alone (PostgreSQL's group commit; always 0 on SQLite): a command at fault, or every command of a batch the database refused.", nil, nil)
 	descCommands = prometheus.NewDesc("xaalis_store_commands_total",
 		"Commands (state changes) this process's committed write transactions held (on SQLite, a batch's commands, those that failed and rolled back alone included).", nil, nil)
 )
@@ -200,6 +202,7 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descStatements
 	ch <- descCommits
 	ch <- descCommands
+	ch <- descReruns
 }
 
 // Collect reads the counters.
@@ -208,4 +211,5 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStatements, prometheus.CounterValue, float64(st.Statements))
 	ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(st.Transactions))
 	ch <- prometheus.MustNewConstMetric(descCommands, prometheus.CounterValue, float64(st.Commands))
+	ch <- prometheus.MustNewConstMetric(descReruns, prometheus.CounterValue, float64(st.Reruns))
 }

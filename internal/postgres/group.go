@@ -207,9 +207,11 @@ func (s *Store) runGroup(jobs []*groupJob) {
 			for _, j := range live {
 				j.alone = true
 			}
+			s.reruns.Add(int64(len(live)))
 			return
 		}
 		live[failed].alone = true
+		s.reruns.Add(1)
 		live = slices.Delete(live, failed, failed+1)
 	}
 }

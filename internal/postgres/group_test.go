@@ -114,6 +114,9 @@ func TestGroupCommit(t *testing.T) {
 			}
 		}
 		after := s.Stats()
+		if after.Reruns != before.Reruns {
+			t.Fatalf("%d commands run again alone; want none", after.Reruns-before.Reruns)
+		}
 		// The holder's transaction (alone, writing nothing) and the six's.
 		if tx, cmds := after.Transactions-before.Transactions, after.Commands-before.Commands; tx != 2 || cmds != 7 {
 			t.Fatalf("%d transactions for %d commands; want the holder's and one for the six", tx, cmds)
@@ -239,8 +242,13 @@ func TestGroupCommit(t *testing.T) {
 			fns = append(fns[:bad:bad], append([]func(xaalis.Tx) error{f.bad(xs)}, fns[bad:]...)...)
 			before := s.Stats()
 			errs := batch(t, s, fns...)
-			if txs := s.Stats().Transactions - before.Transactions; txs != f.txs {
+			after := s.Stats()
+			if txs := after.Transactions - before.Transactions; txs != f.txs {
 				t.Fatalf("%d transactions committed; want %d", txs, f.txs)
+			}
+			// Sent back to run alone: the command at fault, or all five.
+			if reruns, want := after.Reruns-before.Reruns, map[bool]int64{true: 1, false: 5}[f.txs == 2]; reruns != want {
+				t.Fatalf("%d commands run again alone; want %d", reruns, want)
 			}
 			if f.twin {
 				// Run alone at once, either of the two may commit first:

@@ -47,7 +47,10 @@ type Store struct {
 	// commits counts the write transactions committed, commands the
 	// commands in them (a batch has several, group.go).
 	commits, commands atomic.Int64
-	group             group
+	// reruns counts the commands a batch that rolled back sent to run
+	// again alone (group.go).
+	reruns atomic.Int64
+	group  group
 	// shards gives each connection of the pool its own shard of the split
 	// hot rows (connShard), from a start random per process.
 	shards     sync.Map // *pgx.Conn -> int16
@@ -351,9 +354,11 @@ func (counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryDa
 func (counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // Stats reports the statements sent (by every PostgreSQL store of the
-// process), the write transactions committed and the commands in them.
+// process), the write transactions committed, the commands in them and
+// the commands that batches sent back to run alone.
 func (s *Store) Stats() xaalis.StoreStats {
-	return xaalis.StoreStats{Statements: statements.Load(), Transactions: s.commits.Load(), Commands: s.commands.Load()}
+	return xaalis.StoreStats{Statements: statements.Load(), Transactions: s.commits.Load(), Commands: s.commands.Load(),
+		Reruns: s.reruns.Load()}
 }
 
 // retryable answers a deadlock or a serialization failure, which

@@ -60,13 +60,16 @@ func (s *Signals) Notify(w Wakeup) {
 	}
 }
 
-// StoreStats are a store's running counters, for the benchmarks: SQL
-// statements sent, write transactions committed, and the commands
-// (Store.Update calls) they held.
+// StoreStats are a store's running counters, for the benchmarks and the
+// metrics: SQL statements sent, write transactions committed, the commands
+// (Store.Update calls) they held, and the commands that a batch which
+// rolled back sent to run again alone (PostgreSQL's group commit; SQLite's
+// batches roll a failing command back alone and rerun nothing).
 type StoreStats struct {
 	Statements   int64
 	Transactions int64
 	Commands     int64
+	Reruns       int64
 }
 
 // StatsReporter is a store that counts (both stores do).
