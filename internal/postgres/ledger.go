@@ -81,9 +81,7 @@ func (t *Tx) PostEntry(ctx context.Context, e *ledger.Entry) error {
 
 // insertEntrySQL inserts an entry and its postings, PostEntry's
 // arguments in order.
-const insertEntrySQL = `WITH e AS (
-		INSERT INTO ledger_entries (id, mode, merchant_id, kind, ref_type, ref_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7))
+var insertEntrySQL = `WITH e AS (` + entryValues.sql(1) + `)
 	INSERT INTO ledger_postings (entry_id, line, account, currency, amount)
 	SELECT $1::text, u.line, u.account, u.currency, u.amount
 	FROM unnest($8::text[], $9::text[], $10::bigint[]) WITH ORDINALITY AS u (account, currency, amount, line)`

@@ -126,24 +126,15 @@ func (t *Tx) ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode
 // InsertFanOut stores ev's deliveries to the endpoints subscribed to it
 // (xaalis.WebhookTx) in one statement sent with the next one: reading the
 // endpoints first cost every event a round trip. WebhookEndpoint.Subscribed
-// is written again in SQL (no events, "*" or ev.Type); the storetest
-// FanOut test holds the two to one answer. The NOTIFY goes out only when a
+// is written again in SQL (subscribedEndpoints); the storetest FanOut test
+// holds the two to one answer. The NOTIFY goes out only when a
 // delivery was stored, and PostgreSQL sends it at COMMIT.
 func (t *Tx) InsertFanOut(ctx context.Context, ev *xaalis.Event, newID xaalis.IDGen) error {
 	ids := make([]string, xaalis.MaxWebhookEndpoints)
 	for i := range ids {
 		ids[i] = newID()
 	}
-	t.tx.queued = append(t.tx.queued, queued{op: "fan out", rows: fanOutRows{}, sql: `WITH d AS (
-		INSERT INTO webhook_deliveries (` + deliveryColumns + `)
-		SELECT coalesce(($1::text[])[w.n], gen_random_uuid()::text), $2, $3, $4, w.id, w.url, w.payload_format,
-			$5, 0, $6, NULL, $6, $6
-		FROM (SELECT id, url, payload_format, row_number() OVER (ORDER BY created_at, id) AS n
-			FROM webhook_endpoints
-			WHERE merchant_id = $3 AND mode = $4 AND deleted_at IS NULL
-				AND (cardinality(events) = 0 OR events && ARRAY['*', $7::text])) AS w
-		RETURNING 1)
-	SELECT pg_notify($8, $9) FROM (SELECT 1 FROM d LIMIT 1) AS stored`,
+	t.tx.queued = append(t.tx.queued, queued{op: "fan out", rows: fanOutRows{}, sql: fanOutSQL,
 		args: []any{ids, ev.ID, ev.MerchantID, ev.Mode, xaalis.DeliveryPending, ev.CreatedAt, ev.Type,
 			t.wakeChannel, strconv.Itoa(int(xaalis.WakeDeliveries))}})
 	return nil
@@ -169,6 +160,31 @@ func (fanOutRows) merged(rows [][]any) (string, []any) {
 	return fanOutManySQL, []any{ids, events, merchants, modes, at, types, first[4], first[7], first[8]}
 }
 
+// subscribedEndpoints is the endpoints of merchant and mode subscribed to
+// an event of type typ, numbered n in their order (w): the fan-out of one
+// event and that of a batch's events share it, so that the rule
+// (WebhookEndpoint.Subscribed: no events, "*" or the type) is written in
+// SQL once.
+func subscribedEndpoints(merchant, mode, typ string) string {
+	return `(SELECT id, url, payload_format, row_number() OVER (ORDER BY created_at, id) AS n
+			FROM webhook_endpoints
+			WHERE merchant_id = ` + merchant + ` AND mode = ` + mode + ` AND deleted_at IS NULL
+				AND (cardinality(events) = 0 OR events && ARRAY['*', ` + typ + `])) AS w`
+}
+
+// fanOutNotified ends a fan-out whose inserts are d: the NOTIFY ($8, $9)
+// goes out only when a delivery was stored.
+const fanOutNotified = `
+		RETURNING 1)
+	SELECT pg_notify($8, $9) FROM (SELECT 1 FROM d LIMIT 1) AS stored`
+
+// fanOutSQL is InsertFanOut's statement.
+var fanOutSQL = `WITH d AS (
+		INSERT INTO webhook_deliveries (` + deliveryColumns + `)
+		SELECT coalesce(($1::text[])[w.n], gen_random_uuid()::text), $2, $3, $4, w.id, w.url, w.payload_format,
+			$5, 0, $6, NULL, $6, $6
+		FROM ` + subscribedEndpoints("$3", "$4", "$7::text") + fanOutNotified
+
 // fanOutManySQL is fanOutRows' statement.
 var fanOutManySQL = `WITH d AS (
 		INSERT INTO webhook_deliveries (` + deliveryColumns + `)
@@ -177,13 +193,8 @@ var fanOutManySQL = `WITH d AS (
 			e.id, e.merchant_id, e.mode, w.id, w.url, w.payload_format, $7, 0, e.at, NULL, e.at, e.at
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) WITH ORDINALITY
 			AS e (id, merchant_id, mode, at, type, k)
-		CROSS JOIN LATERAL (SELECT id, url, payload_format, row_number() OVER (ORDER BY created_at, id) AS n
-			FROM webhook_endpoints
-			WHERE merchant_id = e.merchant_id AND mode = e.mode AND deleted_at IS NULL
-				AND (cardinality(events) = 0 OR events && ARRAY['*', e.type])) AS w
-		ORDER BY e.k, w.n
-		RETURNING 1)
-	SELECT pg_notify($8, $9) FROM (SELECT 1 FROM d LIMIT 1) AS stored`
+		CROSS JOIN LATERAL ` + subscribedEndpoints("e.merchant_id", "e.mode", "e.type") + `
+		ORDER BY e.k, w.n` + fanOutNotified
 
 const eventColumns = `id, merchant_id, mode, type, object_type, object_id, seq, data, created_at`
 

@@ -444,9 +444,9 @@ type rerunnableKey struct{}
 // together in one transaction, each table's rows of them in one statement
 // (group commit); when that transaction fails it runs each again alone, so
 // that only the command at fault gets the error. A command that calls out
-// to the network, or that does anything outside the transaction that a second run would not find already done, must not be
-// marked (test mode's simulators answer a payment's second initiation with
-// its first).
+// to the network, or that does anything outside the transaction that a
+// second run would not find already done, must not be marked (test mode's
+// simulators answer a payment's second initiation with its first).
 func Rerunnable(ctx context.Context) context.Context {
 	return context.WithValue(ctx, rerunnableKey{}, true)
 }
