@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+
+	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
 // ExecRaw runs a statement on the pool, for the conformance suite's checks
@@ -120,3 +122,31 @@ func (s *Store) SetGroupWorkers(n int) { s.group.workersWanted = n }
 
 // GroupQueued is how many rerunnable commands wait for a worker.
 func (s *Store) GroupQueued() int { return len(s.group.queue) }
+
+// CustomerVersion returns the transaction that wrote a customer's row
+// (xmin): it changes when the row is rewritten.
+func (s *Store) CustomerVersion(ctx context.Context, id string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, `SELECT xmin::text FROM customers WHERE id = $1`, id).Scan(&v)
+	return v, err
+}
+
+// ExplainUpsertCustomer returns the generic plan of UpsertCustomer's
+// statement, the plan its cached statement settles on.
+func (s *Store) ExplainUpsertCustomer(ctx context.Context, c *xaalis.Customer) (string, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		return "", err
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN (COSTS OFF) `+upsertCustomerSQL,
+		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, c.CreatedAt, c.UpdatedAt)
+	if err != nil {
+		return "", err
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(plan, "\n"), err
+}

@@ -451,15 +451,32 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 }
 
 // UpsertCustomer finds or creates the customer of a phone in one
-// statement; a concurrent upsert of the same phone waits for this one.
+// statement. A returning payer's row is only read: an upsert's DO UPDATE
+// wrote a new version of the row at every payment, though nothing in it
+// changed, and held its lock until the commit, so two group-commit
+// batches paying the same two phones in opposite orders could deadlock.
+// Only a new phone, or a name for a customer that has none, goes on to
+// the insert; a concurrent insert of the same phone waits for this one.
 func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Customer, error) {
-	return scanCustomer("upsert customer", t.tx.QueryRow(ctx, `INSERT INTO customers (`+customerColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
-			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END
-		RETURNING `+customerColumns,
+	return scanCustomer("upsert customer", t.tx.QueryRow(ctx, upsertCustomerSQL,
 		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, c.CreatedAt, c.UpdatedAt))
 }
+
+// upsertCustomerSQL reads the customer first (found); the insert runs
+// only when nothing usable was found, and its DO UPDATE always updates,
+// so RETURNING gives the row, new or met, in the same statement.
+const upsertCustomerSQL = `WITH found AS (
+		SELECT ` + customerColumns + ` FROM customers WHERE merchant_id = $2::text AND mode = $3::text AND phone = $4::text
+	), up AS (
+		INSERT INTO customers (` + customerColumns + `)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::timestamptz
+		WHERE NOT EXISTS (SELECT 1 FROM found WHERE found.name <> '' OR $5::text = '')
+		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
+			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END
+		RETURNING ` + customerColumns + `
+	)
+	SELECT ` + customerColumns + ` FROM up
+	UNION ALL SELECT ` + customerColumns + ` FROM found WHERE NOT EXISTS (SELECT 1 FROM up)`
 
 // eventLockClass is the first key of the advisory locks that number an
 // object's events (the second is a hash of the object id). Two-key

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xaalis/xaalis/internal/postgres"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/storetest"
 	"github.com/xaalis/xaalis/internal/xaalis"
@@ -163,6 +164,98 @@ func TestLookupReadsByIndex(t *testing.T) {
 		if strings.Contains(plan, "Rows Removed by Filter") || strings.Contains(plan, "transactions_list") ||
 			strings.Contains(plan, "Seq Scan") {
 			t.Errorf("lookup %s reads rows it does not return:\n%s", key, plan)
+		}
+	}
+}
+
+// TestUpsertCustomerReadsKnownPayer upserts payers as payment creation
+// does: a known payer with a name is only read (its row keeps its
+// version, so nothing is written or locked), a blank name is filled, and
+// concurrent first payments of one phone make one customer.
+func TestUpsertCustomerReadsKnownPayer(t *testing.T) {
+	ctx := context.Background()
+	s := open(t).(*postgres.Store)
+	m := storetest.NewMerchant(t, s)
+	try := func(phone, name string) (c *xaalis.Customer, err error) {
+		err = s.Update(ctx, func(tx xaalis.Tx) error {
+			var err error
+			c, err = tx.UpsertCustomer(ctx, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+				Phone: phone, Name: name, CreatedAt: pgT0, UpdatedAt: pgT0})
+			return err
+		})
+		return c, err
+	}
+	upsert := func(phone, name string) *xaalis.Customer {
+		t.Helper()
+		c, err := try(phone, name)
+		if err != nil {
+			t.Fatalf("upsert %s %q: %v", phone, name, err)
+		}
+		return c
+	}
+	version := func(id string) string {
+		t.Helper()
+		v, err := s.CustomerVersion(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	// The lookup goes by the unique index, not through customers_list and
+	// every customer of the merchant, even before the table has statistics.
+	if err := s.ExecRaw(ctx, fmt.Sprintf(`INSERT INTO customers (id, merchant_id, mode, phone, name, created_at, updated_at)
+		SELECT 'cus-' || i, '%s', 'test', '+2217710' || lpad(i::text, 5, '0'), '', now(), now()
+		FROM generate_series(1, 5000) AS i`, m.ID)); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := s.ExplainUpsertCustomer(ctx, &xaalis.Customer{ID: "x", MerchantID: m.ID, Mode: xaalis.ModeTest,
+		Phone: "+221771000001", CreatedAt: pgT0, UpdatedAt: pgT0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "customers_phone") || strings.Contains(plan, "customers_list") {
+		t.Fatalf("the customer lookup's plan:\n%s", plan)
+	}
+
+	named := upsert("+221770000020", "Awa")
+	v := version(named.ID)
+	for _, name := range []string{"Awa", "Fatou", ""} {
+		if c := upsert("+221770000020", name); c.ID != named.ID || c.Name != "Awa" || c.Phone != "+221770000020" ||
+			!c.CreatedAt.Equal(pgT0) {
+			t.Fatalf("known payer with name %q = %+v, want %+v", name, c, named)
+		}
+		if got := version(named.ID); got != v {
+			t.Fatalf("known payer with name %q: row rewritten (xmin %s, was %s)", name, got, v)
+		}
+	}
+
+	blank := upsert("+221770000021", "")
+	v = version(blank.ID)
+	if c := upsert("+221770000021", ""); c.ID != blank.ID || version(blank.ID) != v {
+		t.Fatalf("known payer without a name = %+v, rewritten: %v", c, version(blank.ID) != v)
+	}
+	if c := upsert("+221770000021", "Moussa"); c.ID != blank.ID || c.Name != "Moussa" {
+		t.Fatalf("a name for a blank customer = %+v", c)
+	}
+
+	// First payments of one phone at once: one customer, found by all.
+	var wg sync.WaitGroup
+	ids, errs := make([]string, 8), make([]error, 8)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := try("+221770000022", fmt.Sprint("payer ", i))
+			if errs[i] = err; err == nil {
+				ids[i] = c.ID
+			}
+		}()
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if errs[i] != nil || id != ids[0] {
+			t.Fatalf("concurrent first upserts gave customers %v, errors %v", ids, errs)
 		}
 	}
 }
