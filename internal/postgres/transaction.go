@@ -391,8 +391,43 @@ func (t *Tx) TransactionForUpdate(ctx context.Context, id string) (*xaalis.Trans
 // TransactionByMerchantRefForUpdate reads a payment or payout by
 // merchant_ref and locks its row.
 func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode xaalis.Mode, kt xaalis.KeyType, ref string) (*xaalis.Transaction, error) {
-	return scanTx("read transaction by merchant_ref", t.tx.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
-		WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND merchant_ref = $4 FOR UPDATE`, merchantID, mode, kt, ref))
+	return scanTx("read transaction by merchant_ref", t.tx.QueryRow(ctx, merchantRefSQL, merchantID, mode, kt, ref))
+}
+
+const merchantRefSQL = `SELECT ` + txColumns + ` FROM transactions
+	WHERE merchant_id = $1 AND mode = $2 AND key_type = $3 AND merchant_ref = $4 FOR UPDATE`
+
+// TransactionByMerchantRefAndPayer sends the merchant_ref's lookup and the
+// payer's upsert together: one round trip where they took two, each of
+// which a group-commit batch (group.go) waits for in turn. The upsert
+// does not depend on the lookup: when the lookup finds a payment, the
+// payer is its payer, already a customer, and is only read.
+func (t *Tx) TransactionByMerchantRefAndPayer(ctx context.Context, merchantID string, mode xaalis.Mode, kt xaalis.KeyType, ref string, payer *xaalis.Customer) (*xaalis.Transaction, *xaalis.Customer, error) {
+	b := &pgx.Batch{}
+	b.Queue(merchantRefSQL, merchantID, mode, kt, ref)
+	if payer != nil {
+		b.Queue(upsertCustomerSQL, payer.ID, payer.MerchantID, payer.Mode, payer.Phone, payer.Name, payer.CreatedAt, payer.UpdatedAt)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	x, err := scanTx("read transaction by merchant_ref", br.QueryRow())
+	switch {
+	case errors.Is(err, xaalis.ErrNotFound):
+		x = nil
+	case err != nil:
+		br.Close()
+		return nil, nil, err
+	}
+	var c *xaalis.Customer
+	if payer != nil {
+		if c, err = scanCustomer("upsert customer", br.QueryRow()); err != nil {
+			br.Close()
+			return nil, nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("read transaction by merchant_ref: %w", err)
+	}
+	return x, c, nil
 }
 
 // RefundedAmount sums a payment's refunds that are not failed, cancelled

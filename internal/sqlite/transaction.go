@@ -394,6 +394,27 @@ func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID s
 		WHERE merchant_id = ? AND mode = ? AND key_type = ? AND merchant_ref = ?`, merchantID, mode, kt, ref)
 }
 
+// TransactionByMerchantRefAndPayer reads a payment or payout by
+// merchant_ref (nil when there is none), then upserts the payer when
+// given. The writer is in process: there is no round trip to save.
+func (t *Tx) TransactionByMerchantRefAndPayer(ctx context.Context, merchantID string, mode xaalis.Mode, kt xaalis.KeyType, ref string, payer *xaalis.Customer) (*xaalis.Transaction, *xaalis.Customer, error) {
+	x, err := t.TransactionByMerchantRefForUpdate(ctx, merchantID, mode, kt, ref)
+	switch {
+	case errors.Is(err, xaalis.ErrNotFound):
+		x = nil
+	case err != nil:
+		return nil, nil, err
+	}
+	if payer == nil {
+		return x, nil, nil
+	}
+	c, err := t.UpsertCustomer(ctx, payer)
+	if err != nil {
+		return nil, nil, err
+	}
+	return x, c, nil
+}
+
 // probeTx reads the transaction whose rowid the query probe finds, or
 // answers not_found. Every payment and payout looks for a record that
 // almost never exists (its merchant_ref, its Idempotency-Key), inside the

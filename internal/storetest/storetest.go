@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Plan", func(t *testing.T) { t.Parallel(); testPlan(t, open(t)) })
 	t.Run("SettingOnce", func(t *testing.T) { t.Parallel(); testSettingOnce(t, open(t)) })
 	t.Run("Transaction", func(t *testing.T) { t.Parallel(); testTransaction(t, open(t)) })
+	t.Run("TransactionByMerchantRefAndPayer", func(t *testing.T) { t.Parallel(); testTransactionByMerchantRefAndPayer(t, open(t)) })
 	t.Run("TransactionList", func(t *testing.T) { t.Parallel(); testTransactionList(t, open(t)) })
 	t.Run("DueAndVolume", func(t *testing.T) { t.Parallel(); testDueAndVolume(t, open(t)) })
 	t.Run("Events", func(t *testing.T) { t.Parallel(); testEvents(t, open(t)) })

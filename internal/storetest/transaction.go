@@ -158,6 +158,75 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 	}
 }
 
+// testTransactionByMerchantRefAndPayer: the lookup a payment's creation
+// starts with finds the payment by merchant_ref or nothing, and finds or
+// makes the payer's customer, in every combination; an error of the
+// lookup is the call's error.
+func testTransactionByMerchantRefAndPayer(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	x := NewPayment(m, xaalis.ModeTest, "order-1", t0)
+	insertTx(t, s, x)
+	payer := func(phone, name string) *xaalis.Customer {
+		return &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Phone: phone, Name: name,
+			CreatedAt: t0, UpdatedAt: t0}
+	}
+	call := func(ref string, p *xaalis.Customer) (found *xaalis.Transaction, c *xaalis.Customer) {
+		t.Helper()
+		err := s.Update(ctx, func(tx xaalis.Tx) error {
+			var err error
+			found, c, err = tx.TransactionByMerchantRefAndPayer(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, ref, p)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("merchant_ref %q, payer %+v: %v", ref, p, err)
+		}
+		return found, c
+	}
+
+	if found, c := call("order-1", nil); found == nil || found.ID != x.ID || c != nil {
+		t.Fatalf("a taken merchant_ref without a payer: %+v, %+v", found, c)
+	}
+	if found, c := call("order-2", nil); found != nil || c != nil {
+		t.Fatalf("a free merchant_ref without a payer: %+v, %+v", found, c)
+	}
+	first := payer("+221770000030", "")
+	found, c := call("order-2", first)
+	if found != nil || c == nil || c.ID != first.ID || c.Phone != "+221770000030" {
+		t.Fatalf("a free merchant_ref with a new payer: %+v, %+v", found, c)
+	}
+	// The same payer again, now with a name: the same customer, named.
+	found, again := call("order-1", payer("+221770000030", "Awa"))
+	if found == nil || found.ID != x.ID || again == nil || again.ID != first.ID || again.Name != "Awa" {
+		t.Fatalf("a taken merchant_ref with a known payer: %+v, %+v", found, again)
+	}
+	if got, err := s.Customer(ctx, m.ID, first.ID); err != nil || got.Name != "Awa" {
+		t.Fatalf("the customer after: %+v, %v", got, err)
+	}
+	// Under a publishable key the merchant_ref is another namespace.
+	err := s.Update(ctx, func(tx xaalis.Tx) error {
+		found, _, err := tx.TransactionByMerchantRefAndPayer(ctx, m.ID, xaalis.ModeTest, xaalis.KeyPublishable, "order-1", nil)
+		if err == nil && found != nil {
+			err = fmt.Errorf("found %s under a publishable key", found.ID)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A payer of another merchant is refused, not found: the error ends
+	// the call and its transaction.
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		p := payer("+221770000031", "")
+		p.MerchantID = "no-such-merchant"
+		_, _, err := tx.TransactionByMerchantRefAndPayer(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, "order-3", p)
+		return err
+	})
+	if err == nil {
+		t.Fatal("a payer of a merchant that does not exist: no error")
+	}
+}
+
 func testTransactionList(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m := NewMerchant(t, s)

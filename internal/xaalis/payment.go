@@ -299,29 +299,32 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 				return err
 			}
 		}
-		fresh := true
-		existing, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, t.KeyType, ref)
+		// The payer's customer is found or made with the lookup, in one
+		// round trip: a payment found by merchant_ref has the same payer,
+		// so the upsert then only reads it, or rolls back with the error.
+		var payer *Customer
+		if t.PayerPhone != "" {
+			payer = &Customer{ID: a.NewID(), MerchantID: m.ID, Mode: t.Mode,
+				Phone: t.PayerPhone, Name: t.PayerName, CreatedAt: now, UpdatedAt: now}
+		}
+		existing, c, err := tx.TransactionByMerchantRefAndPayer(ctx, m.ID, t.Mode, t.KeyType, ref, payer)
+		fresh := existing == nil
 		switch {
-		case errors.Is(err, ErrNotFound):
 		case err != nil:
-			return err
+			return fmt.Errorf("merchant_ref and payer: %w", err)
+		case fresh:
+			if c != nil {
+				t.CustomerID = c.ID
+			}
 		case resumable(existing, t):
 			// A retry of a creation whose initiation never reached the
 			// provider: carry on with the same payment.
-			t, fresh = existing, false
+			t = existing
 			if !inTx {
 				return nil
 			}
 		default:
 			return merchantRefUsed(existing, pub)
-		}
-		if fresh && t.PayerPhone != "" {
-			c, err := tx.UpsertCustomer(ctx, &Customer{ID: a.NewID(), MerchantID: m.ID, Mode: t.Mode,
-				Phone: t.PayerPhone, Name: t.PayerName, CreatedAt: now, UpdatedAt: now})
-			if err != nil {
-				return fmt.Errorf("upsert customer: %w", err)
-			}
-			t.CustomerID = c.ID
 		}
 		if inTx {
 			out, gerr, err = a.initiateIn(ctx, tx, t, fresh)

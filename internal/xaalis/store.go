@@ -204,6 +204,11 @@ type Tx interface {
 	// by merchant_ref, among those created by one kind of key: merchant_ref
 	// is unique per merchant, mode and key type.
 	TransactionByMerchantRefForUpdate(ctx context.Context, merchantID string, mode Mode, kt KeyType, ref string) (*Transaction, error)
+	// TransactionByMerchantRefAndPayer is TransactionByMerchantRefForUpdate
+	// (nil, not ErrNotFound, when there is none) and, when payer is not
+	// nil, UpsertCustomer(payer), in one round trip where the store has
+	// round trips: a payment's creation needs both before it writes.
+	TransactionByMerchantRefAndPayer(ctx context.Context, merchantID string, mode Mode, kt KeyType, ref string, payer *Customer) (*Transaction, *Customer, error)
 	UpdateTransaction(ctx context.Context, t *Transaction) error
 	// UpsertCustomer returns the merchant's customer with c's phone in c's
 	// mode, creating it (with c's id) when there is none; a given name
