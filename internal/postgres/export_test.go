@@ -150,3 +150,7 @@ func (s *Store) ExplainUpsertCustomer(ctx context.Context, c *xaalis.Customer) (
 	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return strings.Join(plan, "\n"), err
 }
+
+// BatchRoundTrips is how many round trips the commands of batches made
+// before their COMMITs.
+func (s *Store) BatchRoundTrips() int64 { return s.batchTrips.Load() }

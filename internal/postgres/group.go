@@ -22,9 +22,9 @@ import (
 // about 1.2 ms of its CPU a payment, which is what bounds create-payment
 // (BENCHMARKS.md). Commands marked xaalis.Rerunnable that arrive together
 // therefore share one transaction: a few group workers take every such
-// command queued, run them one after the other on one connection, keep
-// the rows each one queued (pipeline.go's later) aside, and write each
-// table's rows of all of them in one statement (a multi-row INSERT) with
+// command queued, run them side by side on one connection (groupmux.go),
+// keep the rows each one queued (pipeline.go's later) aside, and write
+// each table's rows of all of them in one statement (a multi-row INSERT) with
 // the summed hot rows and the COMMIT, in one round trip. With pgbench,
 // batches of 8 payments' rows carried 2.6 to 2.8 times the payments a
 // second of single ones at 16 in flight (scripts/pg-multirow.sh).
@@ -57,14 +57,14 @@ const (
 )
 
 // GroupWorkers is how many batches a store opened next may have in flight
-// at once, each on a connection of its own; 0 turns group commit off. A
-// worker runs its batch's commands one after the other, so more workers
-// keep more of PostgreSQL's CPUs busy, and fewer make larger batches:
-// create-payment at 16 clients ran 1,700 to 1,840 payments a second with
-// one, 1,560 to 1,930 with two, 1,330 to 1,950 with four and 1,160 to 1,190
-// with eight, against 1,000 to 1,120 without (docs/write-path.md). Two also
-// keep commands flowing while one batch waits for a row another process
-// holds.
+// at once, each on a connection of its own; 0 turns group commit off. One
+// batch commits while the next runs its commands. More workers make
+// smaller batches, which cost more CPU a payment: with the commands of a
+// batch side by side, create-payment at 16 clients ran 1,450 and 1,474
+// payments a second with one worker, 1,524 and 1,701 with two, 1,269 and
+// 1,424 with three, 1,290 and 1,300 with four (docs/write-path.md). Two
+// also keep commands flowing while one batch waits for a row another
+// process holds.
 var GroupWorkers = 2
 
 // groupJob is a command waiting for a group worker.
@@ -232,25 +232,50 @@ func (s *Store) runBatch(ctx context.Context, jobs []*groupJob) (failed int, aga
 	}
 	defer c.Release()
 	t := &txConn{c: c, shard: s.connShard(c.Conn())}
+	// The commands run at once, their statements sent together
+	// (groupmux.go); each keeps its own rows and sums, added up below in
+	// the commands' order.
+	m := newBatchMux(ctx, c, len(jobs))
+	txs := make([]*Tx, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		txs[i] = &Tx{tx: &txConn{c: c, begun: true, shard: t.shard, mux: m}, box: s.box, wakeChannel: s.wakeChannel}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer m.done()
+			if !recovered(func() { errs[i] = j.fn(txs[i]) }) {
+				errs[i] = errPanicked
+			}
+		}()
+	}
+	wg.Wait()
+	t.begun = m.begun
+	s.batchTrips.Add(int64(m.trips))
+	failed = -1
+	for i, ferr := range errs {
+		if ferr != nil && failed < 0 {
+			failed = i
+		}
+	}
+	if aerr := m.aborted(); aerr != nil || failed >= 0 {
+		t.rollback(ctx)
+		var pe *pgconn.PgError
+		if aerr != nil || errors.As(errs[failed], &pe) {
+			// A statement failed: the transaction is aborted, and
+			// whether the command or another caused it (a deadlock
+			// between batches, say) is not known.
+			return -1, true
+		}
+		return failed, true
+	}
 	var rows []queued
 	var wake xaalis.Wakeup
-	for i, j := range jobs {
-		tx := &Tx{tx: t, box: s.box, wakeChannel: s.wakeChannel}
-		var ferr error
-		if !recovered(func() { ferr = j.fn(tx) }) || ferr != nil {
-			t.rollback(ctx)
-			var pe *pgconn.PgError
-			if errors.As(ferr, &pe) {
-				// A statement failed: the transaction is aborted, and
-				// whether the command or an earlier one caused it (a
-				// deadlock between batches, say) is not known.
-				return -1, true
-			}
-			return i, true
-		}
+	for _, tx := range txs {
 		tx.writeClaim()
-		rows = append(rows, t.queued...)
-		t.queued = nil
+		rows = append(rows, tx.tx.queued...)
+		t.absorb(tx.tx)
 		wake |= tx.wake
 	}
 	t.queued = mergeRows(rows)
@@ -278,6 +303,10 @@ func (s *Store) runBatch(ctx context.Context, jobs []*groupJob) (failed int, aga
 	s.commands.Add(int64(len(jobs)))
 	return -1, false
 }
+
+// errPanicked is the error of a command of a batch that panicked: it runs
+// again alone, on its caller's goroutine, to panic there.
+var errPanicked = errors.New("the command panicked")
 
 // recovered runs f and reports whether it returned without panicking.
 func recovered(f func()) (ok bool) {

@@ -297,3 +297,147 @@ func TestGroupCommit(t *testing.T) {
 }
 
 var errBoom = errors.New("boom")
+
+// TestGroupSideBySide: the commands of a batch run at once and share their
+// round trips. Six commands that each look up their merchant_ref and payer
+// once make one round trip before the COMMIT, not six; commands that look
+// twice make two. A command that waits for something else holds the
+// others' statements for a moment only. A statement that fails sends
+// every command of the batch back to run alone, and only the command at
+// fault fails.
+func TestGroupSideBySide(t *testing.T) {
+	ctx := context.Background()
+	s := open(t).(*postgres.Store)
+	s.SetGroupWorkers(1)
+	m := storetest.NewMerchant(t, s)
+	type command struct {
+		lookups int
+		wait    time.Duration
+		// payerOf is the merchant the payer is written for: another one
+		// than the payment's makes the upsert fail (a foreign key).
+		payerOf string
+		// looked is when the command's last lookup returned, or, with
+		// wait, when its wait ended.
+		looked time.Time
+		x      *xaalis.Transaction
+	}
+	n := 0
+	fn := func(c *command) func(xaalis.Tx) error {
+		n++
+		c.x = pgPayment(m, fmt.Sprintf("side-%d", n))
+		c.x.PayerPhone = fmt.Sprintf("+22177001%04d", n)
+		if c.payerOf == "" {
+			c.payerOf = m.ID
+		}
+		write := groupCommand(m, c.x)
+		return func(tx xaalis.Tx) error {
+			if c.wait > 0 {
+				time.Sleep(c.wait)
+				c.looked = time.Now()
+			}
+			for range c.lookups {
+				found, cust, err := tx.TransactionByMerchantRefAndPayer(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret,
+					c.x.MerchantRef, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: c.payerOf, Mode: xaalis.ModeTest,
+						Phone: c.x.PayerPhone, CreatedAt: pgT0, UpdatedAt: pgT0})
+				if err != nil {
+					return err
+				}
+				if found != nil {
+					return fmt.Errorf("merchant_ref %s found", c.x.MerchantRef)
+				}
+				c.x.CustomerID = cust.ID
+			}
+			if c.wait == 0 {
+				c.looked = time.Now()
+			}
+			return write(tx)
+		}
+	}
+	run := func(t *testing.T, cs ...*command) (errs []error, trips, transactions, reruns int64) {
+		t.Helper()
+		fns := make([]func(xaalis.Tx) error, len(cs))
+		for i, c := range cs {
+			fns[i] = fn(c)
+		}
+		before, tripsBefore := s.Stats(), s.BatchRoundTrips()
+		errs = batch(t, s, fns...)
+		after := s.Stats()
+		return errs, s.BatchRoundTrips() - tripsBefore, after.Transactions - before.Transactions, after.Reruns - before.Reruns
+	}
+	committed := func(t *testing.T, cs ...*command) {
+		t.Helper()
+		for _, c := range cs {
+			got, err := s.Transaction(ctx, m.ID, c.x.ID)
+			if err != nil || got.CustomerID == "" || got.CustomerID != c.x.CustomerID {
+				t.Fatalf("payment %s: %+v, %v", c.x.MerchantRef, got, err)
+			}
+		}
+	}
+
+	t.Run("one round trip", func(t *testing.T) {
+		cs := make([]*command, 6)
+		for i := range cs {
+			cs[i] = &command{lookups: 1}
+		}
+		errs, trips, txs, reruns := run(t, cs...)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("command %d: %v", i, err)
+			}
+		}
+		// The holder's transaction, alone, and the six's.
+		if trips != 1 || txs != 2 || reruns != 0 {
+			t.Fatalf("%d round trips, %d transactions, %d reruns; want 1, 2 and 0", trips, txs, reruns)
+		}
+		committed(t, cs...)
+	})
+
+	t.Run("two round trips", func(t *testing.T) {
+		cs := []*command{{lookups: 2}, {lookups: 1}, {lookups: 2}, {lookups: 1}}
+		errs, trips, _, reruns := run(t, cs...)
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if trips != 2 || reruns != 0 {
+			t.Fatalf("%d round trips, %d reruns; want 2 and 0", trips, reruns)
+		}
+		committed(t, cs...)
+	})
+
+	t.Run("a command that waits", func(t *testing.T) {
+		slow := &command{lookups: 1, wait: 300 * time.Millisecond}
+		cs := []*command{{lookups: 1}, slow, {lookups: 1}, {lookups: 1}}
+		errs, trips, _, _ := run(t, cs...)
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c != slow && !c.looked.Before(slow.looked) {
+				t.Fatalf("command %s looked up at %v, after the slow one's wait ended (%v)", c.x.MerchantRef,
+					c.looked.Format(time.StampMicro), slow.looked.Format(time.StampMicro))
+			}
+		}
+		if trips != 2 {
+			t.Fatalf("%d round trips; want 2: the others', then the slow one's", trips)
+		}
+		committed(t, cs...)
+	})
+
+	t.Run("a statement fails", func(t *testing.T) {
+		bad := &command{lookups: 1, payerOf: "no-such-merchant"}
+		cs := []*command{{lookups: 1}, bad, {lookups: 1}, {lookups: 1}}
+		errs, _, _, reruns := run(t, cs...)
+		for i, c := range cs {
+			if (errs[i] != nil) != (c == bad) {
+				t.Fatalf("command %d: %v", i, errs[i])
+			}
+		}
+		if reruns != int64(len(cs)) {
+			t.Fatalf("%d commands run again alone; want all %d", reruns, len(cs))
+		}
+		committed(t, cs[0], cs[2], cs[3])
+		if _, err := s.Transaction(ctx, m.ID, bad.x.ID); !errors.Is(err, xaalis.ErrNotFound) {
+			t.Fatalf("the failed command's payment: %v", err)
+		}
+	})
+}

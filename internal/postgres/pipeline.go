@@ -68,6 +68,10 @@ type txConn struct {
 	// shard is the shard of the split hot rows (migration 00013) this
 	// transaction adds to.
 	shard int16
+	// mux, for a command of a batch that runs beside the others
+	// (groupmux.go), sends its statements with theirs; the batch's
+	// transaction has begun.
+	mux *batchMux
 }
 
 // params are a statement's parameters, numbered as they are added.
@@ -144,8 +148,18 @@ func readPrefix(br pgx.BatchResults, begin bool, q []queued) error {
 	return nil
 }
 
-// pending reports whether a statement must go ahead of the next one.
-func (t *txConn) pending() bool { return !t.begun || len(t.queued) > 0 }
+// pending reports whether a statement must go ahead of the next one, or
+// the next one must go through the batch's mux.
+func (t *txConn) pending() bool { return !t.begun || len(t.queued) > 0 || t.mux != nil }
+
+// send sends b on the connection, or with the other commands' statements
+// through the batch's mux.
+func (t *txConn) send(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.mux != nil {
+		return t.mux.send(b)
+	}
+	return t.c.SendBatch(ctx, b)
+}
 
 func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if !t.pending() {
@@ -155,7 +169,7 @@ func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	begin := !t.begun
 	_, q := t.prefix(b)
 	b.Queue(sql, args...)
-	br := t.c.SendBatch(ctx, b)
+	br := t.send(ctx, b)
 	err := readPrefix(br, begin, q)
 	var tag pgconn.CommandTag
 	if err == nil {
@@ -175,7 +189,7 @@ func (t *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	begin := !t.begun
 	_, q := t.prefix(b)
 	b.Queue(sql, args...)
-	br := t.c.SendBatch(ctx, b)
+	br := t.send(ctx, b)
 	if err := readPrefix(br, begin, q); err != nil {
 		br.Close()
 		return errRow{err}
@@ -191,7 +205,7 @@ func (t *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	begin := !t.begun
 	_, q := t.prefix(b)
 	b.Queue(sql, args...)
-	br := t.c.SendBatch(ctx, b)
+	br := t.send(ctx, b)
 	if err := readPrefix(br, begin, q); err != nil {
 		br.Close()
 		return nil, err
@@ -214,7 +228,7 @@ func (t *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	begin := !t.begun
 	_, q := t.prefix(all)
 	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
-	br := t.c.SendBatch(ctx, all)
+	br := t.send(ctx, all)
 	if err := readPrefix(br, begin, q); err != nil {
 		br.Close()
 		return errBatch{err}
@@ -475,4 +489,46 @@ func (t *txConn) hot() []queued {
 			strings.Join(reads, ", "), args: args})
 	}
 	return append(out, t.balanceStatements()...)
+}
+
+// absorb adds the sums that a command of a batch kept (f, its own
+// txConn) to the batch's, as if its statements had followed those of the
+// commands absorbed before it: its balance checks count from the
+// batch's changes so far.
+func (t *txConn) absorb(f *txConn) {
+	for _, q := range f.quota {
+		t.addQuota(q)
+	}
+	for k, v := range f.volumes {
+		t.addVolume(k.scope, k.day, v)
+	}
+	for k, v := range f.stats {
+		t.addStat(k, v.count, v.amount)
+	}
+	for k, v := range f.counts {
+		t.addCount(k, v)
+	}
+	if len(f.deltas) > 0 && t.deltas == nil {
+		t.deltas = map[balanceKey]int64{}
+	}
+	for k, d := range f.deltas {
+		base := t.deltas[k]
+		for _, c := range f.checks[k] {
+			if t.checks == nil {
+				t.checks = map[balanceKey][]balanceCheck{}
+			}
+			t.checks[k] = append(t.checks[k], balanceCheck{prefix: base + c.prefix, amount: c.amount})
+		}
+		t.deltas[k] = base + d
+	}
+	for k, cs := range f.checked {
+		if t.checked == nil {
+			t.checked = map[balanceKey][]balanceCheck{}
+		}
+		t.checked[k] = append(t.checked[k], cs...)
+	}
+	if f.deltasAt.After(t.deltasAt) {
+		t.deltasAt = f.deltasAt
+	}
+	t.checkedRows = append(t.checkedRows, f.checkedRows...)
 }

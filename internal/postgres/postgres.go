@@ -50,7 +50,10 @@ type Store struct {
 	// reruns counts the commands a batch that rolled back sent to run
 	// again alone (group.go).
 	reruns atomic.Int64
-	group  group
+	// batchTrips counts the round trips batches' commands made through
+	// their mux (groupmux.go), for the tests.
+	batchTrips atomic.Int64
+	group      group
 	// shards gives each connection of the pool its own shard of the split
 	// hot rows (connShard), from a start random per process.
 	shards     sync.Map // *pgx.Conn -> int16

@@ -37,8 +37,9 @@ type Store interface {
 	// Update runs fn in one write transaction, committed when fn returns
 	// nil and rolled back otherwise. It returns once the commit is
 	// durable. When ctx is marked Rerunnable, a store may run fn in a
-	// transaction shared with other commands and, when that transaction
-	// rolls back, run it again in one of its own.
+	// transaction shared with other commands, at the same time as theirs,
+	// and, when that transaction rolls back, run it again in one of its
+	// own.
 	Update(ctx context.Context, fn func(tx Tx) error) error
 
 	// Durable returns once the writes a read may have seen are durable:
@@ -452,6 +453,14 @@ type rerunnableKey struct{}
 // to the network, or that does anything outside the transaction that a
 // second run would not find already done, must not be marked (test mode's
 // simulators answer a payment's second initiation with its first).
+//
+// The commands of such a transaction run at the same time, each on its
+// own goroutine, their statements sent together (PostgreSQL's
+// groupmux.go). A command must therefore neither share mutable state with
+// another nor wait for one. It sees none of the others' writes that the
+// store holds until the commit (rows, balance changes, counters), and may
+// or may not see those the store sent at once, as of a transaction that
+// ran just before or just after its own.
 func Rerunnable(ctx context.Context) context.Context {
 	return context.WithValue(ctx, rerunnableKey{}, true)
 }
