@@ -154,3 +154,22 @@ func (s *Store) ExplainUpsertCustomer(ctx context.Context, c *xaalis.Customer) (
 // BatchRoundTrips is how many round trips the commands of batches made
 // before their COMMITs.
 func (s *Store) BatchRoundTrips() int64 { return s.batchTrips.Load() }
+
+// PipeRead reads one row through the store's read pipe (readpipe.go).
+func (s *Store) PipeRead(ctx context.Context, sql string, args []any, dest ...any) error {
+	return s.reads.read(ctx, sql, args, dest)
+}
+
+// PipeQueued is how many reads wait for a reader of the pipe.
+func (s *Store) PipeQueued() int { return len(s.reads.queue) }
+
+// PipeCounts are the pipelines the pipe's readers sent and the reads in
+// them (a read alone counts as a pipeline of one).
+func (s *Store) PipeCounts() (pipelines, reads int64) {
+	s.reads.countMu.Lock()
+	defer s.reads.countMu.Unlock()
+	return s.reads.pipelines, s.reads.reads
+}
+
+// AcquireRaw takes a connection of the pool, for a test to hold locks on.
+func (s *Store) AcquireRaw(ctx context.Context) (*pgxpool.Conn, error) { return s.pool.Acquire(ctx) }

@@ -54,6 +54,8 @@ type Store struct {
 	// their mux (groupmux.go), for the tests.
 	batchTrips atomic.Int64
 	group      group
+	// reads sends the hot one-row reads in shared round trips (readpipe.go).
+	reads readPipe
 	// shards gives each connection of the pool its own shard of the split
 	// hot rows (connShard), from a start random per process.
 	shards     sync.Map // *pgx.Conn -> int16
@@ -99,6 +101,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	bg, stop := context.WithCancel(context.Background())
 	st := &Store{pool: &db{pool}, bg: bg, stop: stop, wakeChannel: wakeChannel(schema),
 		group: group{queue: make(chan *groupJob, groupQueue), workersWanted: GroupWorkers}}
+	st.reads = readPipe{pool: st.pool, bg: bg, queue: make(chan *pipeRead, pipeQueue)}
 	st.nextShard.Store(mrand.Int32N(hotShards))
 	return st, nil
 }
@@ -155,6 +158,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 // Close closes the pool.
 func (s *Store) Close() error {
 	s.closeGroup()
+	s.reads.close()
 	s.stop()
 	s.listening.Wait()
 	s.pool.Close()

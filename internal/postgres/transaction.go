@@ -275,7 +275,7 @@ func (s *Store) Volumes(ctx context.Context, qs []xaalis.VolumeQuery) ([]int64, 
 	for i := range out {
 		dst[i] = &out[i]
 	}
-	if err := s.pool.QueryRow(ctx, b.String(), args...).Scan(dst...); err != nil {
+	if err := s.reads.queryRow(ctx, b.String(), args...).Scan(dst...); err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	return out, nil
