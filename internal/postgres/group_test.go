@@ -184,6 +184,17 @@ func TestGroupCommit(t *testing.T) {
 			if len(ds) != len(want[m]) {
 				t.Fatalf("event %d: %d deliveries, want %d", i, len(ds), len(want[m]))
 			}
+			// Those named by the IDs made ahead first, in their order; the
+			// others, named at random, may sort anywhere by ID.
+			slices.SortStableFunc(ds, func(a, b *xaalis.Delivery) int {
+				pos := func(d *xaalis.Delivery) int {
+					if k := slices.Index(made[i], d.ID); k >= 0 {
+						return k
+					}
+					return len(made[i])
+				}
+				return pos(a) - pos(b)
+			})
 			ids, endpoints := map[string]bool{}, map[string]bool{}
 			for k, d := range ds {
 				w := want[m][k]
@@ -371,6 +382,10 @@ func TestGroupSideBySide(t *testing.T) {
 			if err != nil || got.CustomerID == "" || got.CustomerID != c.x.CustomerID {
 				t.Fatalf("payment %s: %+v, %v", c.x.MerchantRef, got, err)
 			}
+			// Each command scanned its own answer, not another's.
+			if cust, err := s.Customer(ctx, m.ID, got.CustomerID); err != nil || cust.Phone != c.x.PayerPhone {
+				t.Fatalf("payment %s of %s: customer %+v, %v", c.x.MerchantRef, c.x.PayerPhone, cust, err)
+			}
 		}
 	}
 
@@ -421,6 +436,102 @@ func TestGroupSideBySide(t *testing.T) {
 			t.Fatalf("%d round trips; want 2: the others', then the slow one's", trips)
 		}
 		committed(t, cs...)
+	})
+
+	t.Run("the timer after a long round trip", func(t *testing.T) {
+		// One command's lookup waits 100 ms for a row this test holds; a
+		// second sleeps 600 ms without a statement; a third looks up once
+		// the first round trip is under way. The third's lookup must go
+		// once the first round trip ends and muxWait passes, not when
+		// the sleeper wakes.
+		held := pgPayment(m, "side-held")
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, held) }); err != nil {
+			t.Fatal(err)
+		}
+		lock, err := s.AcquireRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Release()
+		if _, err := lock.Exec(ctx, `BEGIN`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lock.Exec(ctx, `SELECT 1 FROM transactions WHERE id = $1 FOR UPDATE`, held.ID); err != nil {
+			t.Fatal(err)
+		}
+		committed := make(chan error, 1)
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			_, err := lock.Exec(ctx, `COMMIT`)
+			committed <- err
+		}()
+		defer func() {
+			if err := <-committed; err != nil {
+				t.Error(err)
+			}
+		}()
+		var third, woke time.Time
+		fns := []func(xaalis.Tx) error{
+			func(tx xaalis.Tx) error {
+				_, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, held.MerchantRef)
+				return err
+			},
+			func(tx xaalis.Tx) error {
+				time.Sleep(600 * time.Millisecond)
+				woke = time.Now()
+				return nil
+			},
+			func(tx xaalis.Tx) error {
+				time.Sleep(20 * time.Millisecond)
+				_, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, "side-none")
+				third = time.Now()
+				if !errors.Is(err, xaalis.ErrNotFound) {
+					return fmt.Errorf("side-none: %v", err)
+				}
+				return nil
+			},
+		}
+		if err := errors.Join(batch(t, s, fns...)...); err != nil {
+			t.Fatal(err)
+		}
+		if !third.Before(woke.Add(-300 * time.Millisecond)) {
+			t.Fatalf("the third lookup returned at %v, the sleeper woke at %v", third.Format(time.StampMicro),
+				woke.Format(time.StampMicro))
+		}
+	})
+
+	t.Run("two debits that together overdraw", func(t *testing.T) {
+		// Each debit alone fits the balance, both do not: the batch's
+		// check at the COMMIT counts the second after the first, the
+		// batch rolls back, and run alone one of them is refused.
+		account := ledger.Merchant("test", m.ID, ledger.Available)
+		balance := func() (int64, error) {
+			b, _, err := s.Balances(ctx, []string{account}, "XOF")
+			return b[account], err
+		}
+		bal, err := balance()
+		if err != nil || bal <= 0 {
+			t.Fatalf("balance %d, %v", bal, err)
+		}
+		debit := func(tx xaalis.Tx) error {
+			return tx.PostEntry(ctx, &ledger.Entry{ID: xaalis.NewUUIDv7(), Mode: "test", MerchantID: m.ID,
+				Kind: "payout.reserve", RefType: "transaction", RefID: xaalis.NewUUIDv7(), CreatedAt: pgT0,
+				Postings: []ledger.Posting{
+					{Account: ledger.Merchant("test", m.ID, ledger.Available), Currency: "XOF", Amount: -(bal*6/10 + 1)},
+					{Account: ledger.Merchant("test", m.ID, ledger.Reserved), Currency: "XOF", Amount: bal*6/10 + 1},
+				}})
+		}
+		before := s.Stats()
+		errs := batch(t, s, debit, debit)
+		if (errs[0] == nil) == (errs[1] == nil) || xaalis.ErrorCode(errors.Join(errs...)) != xaalis.EInsufficientBalance {
+			t.Fatalf("errors %v; want one insufficient_balance", errs)
+		}
+		if r := s.Stats().Reruns - before.Reruns; r != 2 {
+			t.Fatalf("%d commands run again alone; want 2", r)
+		}
+		if after, err := balance(); err != nil || after != bal-(bal*6/10+1) {
+			t.Fatalf("balance after: %d, %v; want %d", after, err, bal-(bal*6/10+1))
+		}
 	})
 
 	t.Run("a statement fails", func(t *testing.T) {

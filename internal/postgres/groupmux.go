@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -58,6 +59,9 @@ type batchMux struct {
 	failed error
 	// trips counts the round trips.
 	trips int
+	// gen counts the flushes: a timer started before the last one is
+	// stale.
+	gen int
 }
 
 // muxRequest is one command's statements of one round trip, and their
@@ -79,15 +83,8 @@ func (m *batchMux) send(b *pgx.Batch) pgx.BatchResults {
 	m.mu.Lock()
 	m.pending = append(m.pending, r)
 	m.running--
-	if m.running > 0 && m.timer == nil {
-		m.timer = time.AfterFunc(muxWait, func() {
-			m.mu.Lock()
-			m.timer = nil
-			m.flushLocked(true)
-			m.mu.Unlock()
-		})
-	}
 	m.flushLocked(false)
+	m.armLocked()
 	m.mu.Unlock()
 	<-r.done
 	return r.res
@@ -98,18 +95,41 @@ func (m *batchMux) done() {
 	m.mu.Lock()
 	m.running--
 	m.flushLocked(false)
+	m.armLocked()
 	m.mu.Unlock()
+}
+
+// armLocked starts the timer that sends what is pending after muxWait,
+// when something is and a command still runs. A timer started for an
+// earlier wait (gen) does nothing.
+func (m *batchMux) armLocked() {
+	if m.timer != nil || len(m.pending) == 0 || m.running <= 0 {
+		return
+	}
+	gen := m.gen
+	m.timer = time.AfterFunc(muxWait, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.gen != gen {
+			return
+		}
+		m.timer = nil
+		m.flushLocked(true)
+		// A flush in progress re-arms at its end.
+		m.armLocked()
+	})
 }
 
 // flushLocked sends what is pending once no command is running (or when
 // forced, by the timer), one round trip at a time. It is called with mu
 // held, and releases it during the round trip.
 func (m *batchMux) flushLocked(force bool) {
-	for (m.running == 0 || force) && len(m.pending) > 0 && !m.flushing {
+	for (m.running <= 0 || force) && len(m.pending) > 0 && !m.flushing {
 		force = false
 		reqs := m.pending
 		m.pending = nil
 		m.flushing = true
+		m.gen++
 		if m.timer != nil {
 			m.timer.Stop()
 			m.timer = nil
@@ -126,41 +146,64 @@ func (m *batchMux) flushLocked(force bool) {
 }
 
 // roundTrip sends the requests' statements in one pipeline (after BEGIN,
-// the first time) and reads every result.
+// the first time) and reads every result. Once a statement failed, the
+// transaction is aborted, or was never begun: later requests get that
+// error and nothing is sent, so that no statement runs outside the
+// batch's transaction. A panic (of pgx) fails the requests, not the
+// process.
 func (m *batchMux) roundTrip(reqs []*muxRequest) {
 	m.io.Lock()
 	defer m.io.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			m.fail(fmt.Errorf("a batch's round trip panicked: %v", p))
+		}
+		for _, r := range reqs {
+			if r.res == nil {
+				r.res = failedResults(m, r, m.failed)
+			}
+		}
+	}()
+	if m.failed != nil {
+		return
+	}
 	all := &pgx.Batch{}
 	begin := !m.begun
 	if begin {
 		all.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-		m.begun = true
 	}
 	for _, r := range reqs {
 		all.QueuedQueries = append(all.QueuedQueries, r.b.QueuedQueries...)
 	}
 	m.trips++
 	br := m.c.SendBatch(m.ctx, all)
-	var beginErr error
 	if begin {
-		_, beginErr = br.Exec()
+		if _, err := br.Exec(); err != nil {
+			m.fail(fmt.Errorf("begin: %w", err))
+			br.Close()
+			return
+		}
+		m.begun = true
 	}
 	for _, r := range reqs {
-		r.res = &bufResults{mux: m, results: make([]bufResult, len(r.b.QueuedQueries))}
-		for i := range r.res.results {
-			if beginErr != nil {
-				r.res.results[i].err = beginErr
-				continue
-			}
-			r.res.results[i] = m.read(br)
+		res := &bufResults{mux: m, results: make([]bufResult, len(r.b.QueuedQueries))}
+		for i := range res.results {
+			res.results[i] = m.read(br)
 		}
+		r.res = res
 	}
-	cerr := br.Close()
-	for _, err := range []error{beginErr, cerr} {
-		if err != nil && m.failed == nil {
-			m.failed = err
-		}
+	if err := br.Close(); err != nil {
+		m.fail(err)
 	}
+}
+
+// failedResults answers every statement of r with err.
+func failedResults(m *batchMux, r *muxRequest, err error) *bufResults {
+	res := &bufResults{mux: m, results: make([]bufResult, len(r.b.QueuedQueries))}
+	for i := range res.results {
+		res.results[i].err = err
+	}
+	return res
 }
 
 // read reads one statement's result into memory.

@@ -239,6 +239,48 @@ func TestUpsertCustomerReadsKnownPayer(t *testing.T) {
 		t.Fatalf("a name for a blank customer = %+v", c)
 	}
 
+	// A first payment of a phone whose customer another transaction is
+	// inserting waits for it, then finds that customer.
+	lock, err := s.AcquireRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `INSERT INTO customers (id, merchant_id, mode, phone, name, created_at, updated_at)
+		VALUES ('cus-held', $1, 'test', '+221770000023', 'Held', now(), now())`, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan *xaalis.Customer, 1)
+	go func() {
+		c, err := try("+221770000023", "Other")
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- c
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var n int
+		if err := lock.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted`).
+			Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upsert did not wait for the held insert")
+		}
+	}
+	if _, err := lock.Exec(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-waited; c == nil || c.ID != "cus-held" || c.Name != "Held" {
+		t.Fatalf("the upsert after a concurrent insert = %+v", c)
+	}
+
 	// First payments of one phone at once: one customer, found by all.
 	var wg sync.WaitGroup
 	ids, errs := make([]string, 8), make([]error, 8)
