@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/xaalis/xaalis/internal/ledger"
 	"github.com/xaalis/xaalis/internal/postgres"
 	"github.com/xaalis/xaalis/internal/storetest"
@@ -448,14 +450,7 @@ func TestGroupSideBySide(t *testing.T) {
 		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, held) }); err != nil {
 			t.Fatal(err)
 		}
-		lock, err := s.AcquireRaw(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Release()
-		if _, err := lock.Exec(ctx, `BEGIN`); err != nil {
-			t.Fatal(err)
-		}
+		lock := heldTx(t, s)
 		if _, err := lock.Exec(ctx, `SELECT 1 FROM transactions WHERE id = $1 FOR UPDATE`, held.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -551,4 +546,19 @@ func TestGroupSideBySide(t *testing.T) {
 			t.Fatalf("the failed command's payment: %v", err)
 		}
 	})
+}
+
+// heldTx begins a transaction on a connection of s of its own, for a test
+// to hold rows with; the connection goes back at the test's end.
+func heldTx(t *testing.T, s *postgres.Store) *pgxpool.Conn {
+	t.Helper()
+	c, err := s.AcquireRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	if _, err := c.Exec(context.Background(), `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -241,14 +241,7 @@ func TestUpsertCustomerReadsKnownPayer(t *testing.T) {
 
 	// A first payment of a phone whose customer another transaction is
 	// inserting waits for it, then finds that customer.
-	lock, err := s.AcquireRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Release()
-	if _, err := lock.Exec(ctx, `BEGIN`); err != nil {
-		t.Fatal(err)
-	}
+	lock := heldTx(t, s)
 	if _, err := lock.Exec(ctx, `INSERT INTO customers (id, merchant_id, mode, phone, name, created_at, updated_at)
 		VALUES ('cus-held', $1, 'test', '+221770000023', 'Held', now(), now())`, m.ID); err != nil {
 		t.Fatal(err)
