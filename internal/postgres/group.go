@@ -82,13 +82,7 @@ var groupJobs = sync.Pool{New: func() any { return &groupJob{done: make(chan str
 
 // group queues the commands marked rerunnable for the workers.
 type group struct {
-	queue chan *groupJob
-	// mu: queueing holds it for reading; closing, for writing, so that no
-	// command is queued after the workers drained the queue.
-	mu      sync.RWMutex
-	closed  bool
-	workers sync.WaitGroup
-	start   sync.Once
+	batches[*groupJob]
 	// workersWanted is GroupWorkers when the store opened.
 	workersWanted int
 }
@@ -97,26 +91,10 @@ type group struct {
 // commit is off, the queue full or the store closing.
 func (s *Store) updateGrouped(ctx context.Context, fn func(xaalis.Tx) error) error {
 	g := &s.group
-	g.start.Do(func() {
-		n := min(g.workersWanted, int(s.pool.Config().MaxConns)-1)
-		for range n {
-			g.workers.Add(1)
-			go s.groupWorker()
-		}
-	})
+	g.run(min(g.workersWanted, int(s.pool.Config().MaxConns)-1), s.runJobs)
 	j := groupJobs.Get().(*groupJob)
 	j.ctx, j.fn, j.err, j.alone = ctx, fn, nil, false
-	g.mu.RLock()
-	queued := false
-	if !g.closed {
-		select {
-		case g.queue <- j:
-			queued = true
-		default:
-		}
-	}
-	g.mu.RUnlock()
-	if !queued {
+	if !g.offer(j) {
 		j.ctx, j.fn = nil, nil
 		groupJobs.Put(j)
 		return s.update(ctx, fn)
@@ -132,41 +110,13 @@ func (s *Store) updateGrouped(ctx context.Context, fn func(xaalis.Tx) error) err
 }
 
 // closeGroup stops the workers once they answered every command queued.
-func (s *Store) closeGroup() {
-	g := &s.group
-	g.mu.Lock()
-	was := g.closed
-	g.closed = true
-	g.mu.Unlock()
-	if !was {
-		close(g.queue)
-	}
-	g.workers.Wait()
-}
+func (s *Store) closeGroup() { s.group.close() }
 
-// groupWorker runs batches until the queue closes.
-func (s *Store) groupWorker() {
-	defer s.group.workers.Done()
-	jobs := make([]*groupJob, 0, maxGroup)
-	for j := range s.group.queue {
-		jobs = append(jobs[:0], j)
-	more:
-		for len(jobs) < maxGroup {
-			select {
-			case j, ok := <-s.group.queue:
-				if !ok {
-					break more
-				}
-				jobs = append(jobs, j)
-			default:
-				break more
-			}
-		}
-		s.runGroup(jobs)
-		for _, j := range jobs {
-			j.done <- struct{}{}
-		}
-		clear(jobs)
+// runJobs runs a batch a worker took and answers its commands.
+func (s *Store) runJobs(jobs []*groupJob) {
+	s.runGroup(jobs)
+	for _, j := range jobs {
+		j.done <- struct{}{}
 	}
 }
 

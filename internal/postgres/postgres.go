@@ -100,8 +100,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	st := &Store{pool: &db{pool}, bg: bg, stop: stop, wakeChannel: wakeChannel(schema),
-		group: group{queue: make(chan *groupJob, groupQueue), workersWanted: GroupWorkers}}
-	st.reads = readPipe{pool: st.pool, bg: bg, queue: make(chan *pipeRead, pipeQueue)}
+		group: group{batches: batches[*groupJob]{queue: make(chan *groupJob, groupQueue), max: maxGroup},
+			workersWanted: GroupWorkers}}
+	st.reads = readPipe{pool: st.pool, bg: bg, batches: batches[*pipeRead]{queue: make(chan *pipeRead, pipeQueue), max: maxPipe}}
 	st.nextShard.Store(mrand.Int32N(hotShards))
 	return st, nil
 }

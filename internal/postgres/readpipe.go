@@ -38,14 +38,9 @@ const (
 
 // readPipe queues one-row reads for its readers.
 type readPipe struct {
-	pool  *db
-	bg    context.Context
-	queue chan *pipeRead
-	start sync.Once
-	// mu: queueing holds it for reading; closing, for writing.
-	mu      sync.RWMutex
-	closed  bool
-	readers sync.WaitGroup
+	batches[*pipeRead]
+	pool *db
+	bg   context.Context
 	// pipelines and reads count what the readers sent, for the tests.
 	pipelines, reads int64
 	countMu          sync.Mutex
@@ -85,24 +80,9 @@ func (p *readPipe) read(ctx context.Context, sql string, args, dest []any) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p.start.Do(func() {
-		for range pipeReaders {
-			p.readers.Add(1)
-			go p.reader()
-		}
-	})
+	p.run(pipeReaders, p.answer)
 	r := &pipeRead{ctx: ctx, sql: sql, args: args, dest: dest, done: make(chan struct{})}
-	p.mu.RLock()
-	queued := false
-	if !p.closed {
-		select {
-		case p.queue <- r:
-			queued = true
-		default:
-		}
-	}
-	p.mu.RUnlock()
-	if !queued {
+	if !p.offer(r) {
 		return p.pool.Pool.QueryRow(ctx, sql, args...).Scan(dest...)
 	}
 	// The reader writes into dest: wait for it, whatever ctx does (a
@@ -111,41 +91,11 @@ func (p *readPipe) read(ctx context.Context, sql string, args, dest []any) error
 	return r.err
 }
 
-// close stops the readers once they answered every read queued.
-func (p *readPipe) close() {
-	p.mu.Lock()
-	was := p.closed
-	p.closed = true
-	p.mu.Unlock()
-	if !was {
-		close(p.queue)
-	}
-	p.readers.Wait()
-}
-
-// reader sends pipelines until the queue closes.
-func (p *readPipe) reader() {
-	defer p.readers.Done()
-	reads := make([]*pipeRead, 0, maxPipe)
-	for r := range p.queue {
-		reads = append(reads[:0], r)
-	more:
-		for len(reads) < maxPipe {
-			select {
-			case r, ok := <-p.queue:
-				if !ok {
-					break more
-				}
-				reads = append(reads, r)
-			default:
-				break more
-			}
-		}
-		p.pipeline(reads)
-		for _, r := range reads {
-			close(r.done)
-		}
-		clear(reads)
+// answer sends the reads a reader took and lets their callers go on.
+func (p *readPipe) answer(reads []*pipeRead) {
+	p.pipeline(reads)
+	for _, r := range reads {
+		close(r.done)
 	}
 }
 
