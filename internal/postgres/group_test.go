@@ -409,6 +409,43 @@ func TestGroupSideBySide(t *testing.T) {
 		committed(t, cs...)
 	})
 
+	// A payout's lookups (its Idempotency-Key, its merchant_ref) go
+	// together as well: six payouts, one round trip before the COMMIT.
+	t.Run("a payout's lookups", func(t *testing.T) {
+		fns := make([]func(xaalis.Tx) error, 6)
+		xs := make([]*xaalis.Transaction, len(fns))
+		for i := range fns {
+			n++
+			x := pgPayment(m, fmt.Sprintf("side-po-%d", n))
+			x.Type, x.IdempotencyKey = xaalis.TypePayout, fmt.Sprintf("side-key-%d", n)
+			xs[i] = x
+			write := groupCommand(m, x)
+			fns[i] = func(tx xaalis.Tx) error {
+				byKey, byRef, err := tx.TransactionByIdempotencyKeyAndMerchantRef(ctx, m.ID, xaalis.ModeTest,
+					x.IdempotencyKey, xaalis.KeySecret, x.MerchantRef)
+				if err != nil {
+					return err
+				}
+				if byKey != nil || byRef != nil {
+					return fmt.Errorf("payout %s found: %v, %v", x.MerchantRef, byKey, byRef)
+				}
+				return write(tx)
+			}
+		}
+		tripsBefore := s.BatchRoundTrips()
+		if err := errors.Join(batch(t, s, fns...)...); err != nil {
+			t.Fatal(err)
+		}
+		if trips := s.BatchRoundTrips() - tripsBefore; trips != 1 {
+			t.Fatalf("%d round trips; want 1", trips)
+		}
+		for _, x := range xs {
+			if got, err := s.Transaction(ctx, m.ID, x.ID); err != nil || got.IdempotencyKey != x.IdempotencyKey {
+				t.Fatalf("payout %s: %+v, %v", x.MerchantRef, got, err)
+			}
+		}
+	})
+
 	t.Run("two round trips", func(t *testing.T) {
 		cs := []*command{{lookups: 2}, {lookups: 1}, {lookups: 2}, {lookups: 1}}
 		errs, trips, _, reruns := run(t, cs...)

@@ -447,8 +447,45 @@ func (t *Tx) RefundedAmount(ctx context.Context, paymentID string) (int64, error
 // TransactionByIdempotencyKey finds a payout or refund by the key it was
 // created under and locks its row.
 func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode xaalis.Mode, key string) (*xaalis.Transaction, error) {
-	return scanTx("read transaction by idempotency key", t.tx.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
-		WHERE merchant_id = $1 AND mode = $2 AND idempotency_key = $3 FOR UPDATE`, merchantID, mode, key))
+	return scanTx("read transaction by idempotency key", t.tx.QueryRow(ctx, idempotencyKeySQL, merchantID, mode, key))
+}
+
+const idempotencyKeySQL = `SELECT ` + txColumns + ` FROM transactions
+	WHERE merchant_id = $1 AND mode = $2 AND idempotency_key = $3 FOR UPDATE`
+
+// TransactionByIdempotencyKeyAndMerchantRef sends a payout's two lookups
+// together: one round trip where they took two, each of which a
+// group-commit batch (group.go) waits for in turn. Both rows, when they
+// exist, stay locked to the end of the transaction, as each lookup alone
+// would leave them.
+func (t *Tx) TransactionByIdempotencyKeyAndMerchantRef(ctx context.Context, merchantID string, mode xaalis.Mode, key string, kt xaalis.KeyType, ref string) (byKey, byRef *xaalis.Transaction, err error) {
+	b := &pgx.Batch{}
+	if key != "" {
+		b.Queue(idempotencyKeySQL, merchantID, mode, key)
+	}
+	b.Queue(merchantRefSQL, merchantID, mode, kt, ref)
+	br := t.tx.SendBatch(ctx, b)
+	found := func(op string) (*xaalis.Transaction, error) {
+		x, err := scanTx(op, br.QueryRow())
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return nil, nil
+		}
+		return x, err
+	}
+	if key != "" {
+		if byKey, err = found("read transaction by idempotency key"); err != nil {
+			br.Close()
+			return nil, nil, err
+		}
+	}
+	if byRef, err = found("read transaction by merchant_ref"); err != nil {
+		br.Close()
+		return nil, nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("read transaction by idempotency key and merchant_ref: %w", err)
+	}
+	return byKey, byRef, nil
 }
 
 // UpdateTransaction writes every mutable field (all but the identity:

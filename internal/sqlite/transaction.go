@@ -449,6 +449,27 @@ func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string,
 		WHERE merchant_id = ? AND mode = ? AND idempotency_key = ?`, merchantID, mode, key)
 }
 
+// TransactionByIdempotencyKeyAndMerchantRef reads a payout's two lookups,
+// each nil when there is none. The writer is in process: there is no
+// round trip to save.
+func (t *Tx) TransactionByIdempotencyKeyAndMerchantRef(ctx context.Context, merchantID string, mode xaalis.Mode, key string, kt xaalis.KeyType, ref string) (byKey, byRef *xaalis.Transaction, err error) {
+	found := func(x *xaalis.Transaction, err error) (*xaalis.Transaction, error) {
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return nil, nil
+		}
+		return x, err
+	}
+	if key != "" {
+		if byKey, err = found(t.TransactionByIdempotencyKey(ctx, merchantID, mode, key)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if byRef, err = found(t.TransactionByMerchantRefForUpdate(ctx, merchantID, mode, kt, ref)); err != nil {
+		return nil, nil, err
+	}
+	return byKey, byRef, nil
+}
+
 // UpdateTransaction writes every mutable field (all but the identity:
 // id, merchant, mode, type, reference, parent, idempotency key and
 // creation time).

@@ -555,6 +555,64 @@ func testRefundedAmount(t *testing.T, s xaalis.Store) {
 	}
 }
 
+// testTransactionByIdempotencyKeyAndMerchantRef: a payout's lookup finds
+// the transaction of its Idempotency-Key and the one of its merchant_ref,
+// each or neither, skips the key when there is none, and keeps the key's
+// and the merchant_ref's namespaces (merchant, mode, key type) apart.
+func testTransactionByIdempotencyKeyAndMerchantRef(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m, other := NewMerchant(t, s), NewMerchant(t, s)
+	byKey := newChild(m, xaalis.ModeTest, xaalis.TypePayout, "", xaalis.StatusInitiated, 5000, t0)
+	byKey.IdempotencyKey, byKey.MerchantRef = "k1", "po-1"
+	insertTx(t, s, byKey)
+	byRef := newChild(m, xaalis.ModeTest, xaalis.TypePayout, "", xaalis.StatusInitiated, 5000, t0)
+	byRef.MerchantRef = "po-2"
+	insertTx(t, s, byRef)
+	id := func(x *xaalis.Transaction) string {
+		if x == nil {
+			return ""
+		}
+		return x.ID
+	}
+	for _, c := range []struct {
+		name            string
+		merchant        string
+		mode            xaalis.Mode
+		key             string
+		kt              xaalis.KeyType
+		ref             string
+		wantKey, wantRf string
+	}{
+		{"the key and its own merchant_ref", m.ID, xaalis.ModeTest, "k1", xaalis.KeySecret, "po-1", byKey.ID, byKey.ID},
+		{"the key and another's merchant_ref", m.ID, xaalis.ModeTest, "k1", xaalis.KeySecret, "po-2", byKey.ID, byRef.ID},
+		{"a new key and a taken merchant_ref", m.ID, xaalis.ModeTest, "k2", xaalis.KeySecret, "po-2", "", byRef.ID},
+		{"no key and a taken merchant_ref", m.ID, xaalis.ModeTest, "", xaalis.KeySecret, "po-2", "", byRef.ID},
+		{"the key and a free merchant_ref", m.ID, xaalis.ModeTest, "k1", xaalis.KeySecret, "po-3", byKey.ID, ""},
+		{"neither", m.ID, xaalis.ModeTest, "k2", xaalis.KeySecret, "po-3", "", ""},
+		{"no key and a free merchant_ref", m.ID, xaalis.ModeTest, "", xaalis.KeySecret, "po-3", "", ""},
+		{"live mode", m.ID, xaalis.ModeLive, "k1", xaalis.KeySecret, "po-1", "", ""},
+		{"another merchant", other.ID, xaalis.ModeTest, "k1", xaalis.KeySecret, "po-1", "", ""},
+		{"a publishable key's merchant_ref", m.ID, xaalis.ModeTest, "k1", xaalis.KeyPublishable, "po-2", byKey.ID, ""},
+	} {
+		err := s.Update(ctx, func(tx xaalis.Tx) error {
+			k, r, err := tx.TransactionByIdempotencyKeyAndMerchantRef(ctx, c.merchant, c.mode, c.key, c.kt, c.ref)
+			if err != nil {
+				return err
+			}
+			if id(k) != c.wantKey || id(r) != c.wantRf {
+				return fmt.Errorf("found %q and %q, want %q and %q", id(k), id(r), c.wantKey, c.wantRf)
+			}
+			if k != nil && (k.IdempotencyKey != "k1" || k.Type != xaalis.TypePayout || k.Amount.Minor != 5000) {
+				return fmt.Errorf("by key: %+v", k)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
 func testTransactionByIdempotencyKey(t *testing.T, s xaalis.Store) {
 	ctx := context.Background()
 	m, other := NewMerchant(t, s), NewMerchant(t, s)

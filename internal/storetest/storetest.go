@@ -53,6 +53,10 @@ func Run(t *testing.T, open Opener) {
 	t.Run("TransactionMoneyColumns", func(t *testing.T) { t.Parallel(); testTransactionMoneyColumns(t, open(t)) })
 	t.Run("RefundedAmount", func(t *testing.T) { t.Parallel(); testRefundedAmount(t, open(t)) })
 	t.Run("TransactionByIdempotencyKey", func(t *testing.T) { t.Parallel(); testTransactionByIdempotencyKey(t, open(t)) })
+	t.Run("TransactionByIdempotencyKeyAndMerchantRef", func(t *testing.T) {
+		t.Parallel()
+		testTransactionByIdempotencyKeyAndMerchantRef(t, open(t))
+	})
 	t.Run("DueDispatch", func(t *testing.T) { t.Parallel(); testDueDispatch(t, open(t)) })
 	t.Run("PayoutRequest", func(t *testing.T) { t.Parallel(); testPayoutRequest(t, open(t)) })
 	t.Run("PayoutRequestsSince", func(t *testing.T) { t.Parallel(); testPayoutRequestsSince(t, open(t)) })

@@ -2,7 +2,6 @@ package xaalis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -160,21 +159,17 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	err = a.update(Rerunnable(ctx), func(tx Tx) error {
 		d := draft
 		t, resume, out = &d, false, nil
-		if idemKey != "" {
-			old, err := tx.TransactionByIdempotencyKey(ctx, m.ID, t.Mode, idemKey)
-			if err == nil && old.Type == TypePayout {
-				// The request ran before and its answer was never stored (the
-				// process stopped mid-call): carry on with the same payout.
-				t, resume = old, true
-				return nil
-			} else if err != nil && !errors.Is(err, ErrNotFound) {
-				return err
-			}
-		}
-		if _, err := tx.TransactionByMerchantRefForUpdate(ctx, m.ID, t.Mode, KeySecret, ref); err == nil {
-			return merchantRefTaken()
-		} else if !errors.Is(err, ErrNotFound) {
+		old, taken, err := tx.TransactionByIdempotencyKeyAndMerchantRef(ctx, m.ID, t.Mode, idemKey, KeySecret, ref)
+		switch {
+		case err != nil:
 			return err
+		case old != nil && old.Type == TypePayout:
+			// The request ran before and its answer was never stored (the
+			// process stopped mid-call): carry on with the same payout.
+			t, resume = old, true
+			return nil
+		case taken != nil:
+			return merchantRefTaken()
 		}
 		t.DispatchedAt = &now
 		total := Amount{Minor: t.Amount.Minor + t.Fee.Minor, Currency: cur}

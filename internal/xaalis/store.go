@@ -243,6 +243,12 @@ type Tx interface {
 	// TransactionByIdempotencyKey finds a payout or refund created under an
 	// Idempotency-Key, locked.
 	TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode Mode, key string) (*Transaction, error)
+	// TransactionByIdempotencyKeyAndMerchantRef is TransactionByIdempotencyKey
+	// (skipped when key is "") and TransactionByMerchantRefForUpdate, each
+	// nil, not ErrNotFound, when there is none, in one round trip where the
+	// store has round trips: a payout's creation needs both before it
+	// writes.
+	TransactionByIdempotencyKeyAndMerchantRef(ctx context.Context, merchantID string, mode Mode, key string, kt KeyType, ref string) (byKey, byRef *Transaction, err error)
 
 	InsertPayoutRequest(ctx context.Context, r *PayoutRequest) error
 	PayoutRequestForUpdate(ctx context.Context, id string) (*PayoutRequest, error)
