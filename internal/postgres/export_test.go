@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -173,3 +174,6 @@ func (s *Store) PipeCounts() (pipelines, reads int64) {
 
 // AcquireRaw takes a connection of the pool, for a test to hold locks on.
 func (s *Store) AcquireRaw(ctx context.Context) (*pgxpool.Conn, error) { return s.pool.Acquire(ctx) }
+
+// SetBatchLockTimeout sets the lock_timeout of the store's batches.
+func (s *Store) SetBatchLockTimeout(d time.Duration) { s.batchLockSetting = lockTimeout(d) }

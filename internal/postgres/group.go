@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -166,6 +167,22 @@ func (s *Store) runGroup(jobs []*groupJob) {
 	}
 }
 
+// batchLockTimeout bounds each lock wait of a batch's transaction. A
+// batch's statements run on the store's context, not on any one request's
+// (a request's deadline must not cancel the others' commands), so a row
+// that another process holds locked would stall every command of the
+// batch for as long as it is held. Past the timeout PostgreSQL fails the
+// statement (lock_not_available), the batch rolls back, and each command
+// runs again alone, on its own request's context: only the one that needs
+// the row waits for it, and its request's deadline bounds the wait. Lock
+// waits between batches of a healthy system last a commit (a few
+// milliseconds); deadlocks are found after deadlock_timeout (1 s by
+// default), before this.
+const batchLockTimeout = 2 * time.Second
+
+// lockTimeout is d as PostgreSQL's lock_timeout reads it.
+func lockTimeout(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
+
 // maxDropped is how many commands whose fn failed a batch leaves out, one
 // at a time, before it sends every command back to run alone.
 const maxDropped = 2
@@ -181,11 +198,11 @@ func (s *Store) runBatch(ctx context.Context, jobs []*groupJob) (failed int, aga
 		return -1, true
 	}
 	defer c.Release()
-	t := &txConn{c: c, shard: s.connShard(c.Conn())}
+	t := &txConn{c: c, shard: s.connShard(c.Conn()), lockTimeout: s.batchLockSetting}
 	// The commands run at once, their statements sent together
 	// (groupmux.go); each keeps its own rows and sums, added up below in
 	// the commands' order.
-	m := newBatchMux(ctx, c, len(jobs))
+	m := newBatchMux(ctx, c, len(jobs), s.batchLockSetting)
 	txs := make([]*Tx, len(jobs))
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup

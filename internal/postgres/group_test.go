@@ -56,6 +56,13 @@ func overdraw(m *xaalis.Merchant) func(xaalis.Tx) error {
 // error.
 func batch(t *testing.T, s *postgres.Store, fns ...func(xaalis.Tx) error) []error {
 	t.Helper()
+	return batchCtx(t, s, nil, fns...)
+}
+
+// batchCtx is batch with each command's own context (ctxs[i], when ctxs
+// has it): its request's.
+func batchCtx(t *testing.T, s *postgres.Store, ctxs []context.Context, fns ...func(xaalis.Tx) error) []error {
+	t.Helper()
 	ctx := xaalis.Rerunnable(context.Background())
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -72,7 +79,11 @@ func batch(t *testing.T, s *postgres.Store, fns ...func(xaalis.Tx) error) []erro
 	<-held
 	errs := make([]error, len(fns))
 	for i, fn := range fns {
-		wg.Go(func() { errs[i] = s.Update(ctx, fn) })
+		cctx := ctx
+		if i < len(ctxs) && ctxs[i] != nil {
+			cctx = xaalis.Rerunnable(ctxs[i])
+		}
+		wg.Go(func() { errs[i] = s.Update(cctx, fn) })
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for s.GroupQueued() < len(fns) {
@@ -587,6 +598,77 @@ func TestGroupSideBySide(t *testing.T) {
 
 // heldTx begins a transaction on a connection of s of its own, for a test
 // to hold rows with; the connection goes back at the test's end.
+// TestGroupLockTimeout: a row another transaction holds locked does not
+// stall a batch. Past the batch's lock_timeout the batch rolls back and
+// its commands run again alone: the others commit while the row is still
+// held, and the one that needs it waits alone, bounded by its own
+// request's deadline.
+func TestGroupLockTimeout(t *testing.T) {
+	ctx := context.Background()
+	s := open(t).(*postgres.Store)
+	s.SetGroupWorkers(1)
+	s.SetBatchLockTimeout(100 * time.Millisecond)
+	m := storetest.NewMerchant(t, s)
+	taken := pgPayment(m, "lock-taken")
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, taken) }); err != nil {
+		t.Fatal(err)
+	}
+	holder := heldTx(t, s)
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM transactions WHERE id = $1 FOR UPDATE`, taken.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The holder lets go after 5 s at the latest, so that a batch that
+	// waits for it fails the test rather than hanging it.
+	released := make(chan struct{})
+	timer := time.AfterFunc(5*time.Second, func() {
+		holder.Exec(context.Background(), `ROLLBACK`)
+		close(released)
+	})
+	defer func() {
+		if timer.Stop() {
+			holder.Exec(context.Background(), `ROLLBACK`)
+		}
+	}()
+
+	var fns []func(xaalis.Tx) error
+	var xs []*xaalis.Transaction
+	for i := range 4 {
+		x := pgPayment(m, fmt.Sprintf("lock-free-%d", i))
+		xs = append(xs, x)
+		fns = append(fns, groupCommand(m, x))
+	}
+	// As a request's command does, it reads with its request's context.
+	waiting, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	fns = append(fns, func(tx xaalis.Tx) error {
+		_, err := tx.TransactionByMerchantRefForUpdate(waiting, m.ID, xaalis.ModeTest, xaalis.KeySecret, taken.MerchantRef)
+		return err
+	})
+	ctxs := make([]context.Context, len(fns))
+	ctxs[len(fns)-1] = waiting
+	reruns := s.Stats().Reruns
+	errs := batchCtx(t, s, ctxs, fns...)
+	select {
+	case <-released:
+		t.Fatal("the batch waited for the row's holder")
+	default:
+	}
+	for i, x := range xs {
+		if errs[i] != nil {
+			t.Fatalf("payment %s: %v", x.MerchantRef, errs[i])
+		}
+		if _, err := s.Transaction(ctx, m.ID, x.ID); err != nil {
+			t.Fatalf("payment %s: %v", x.MerchantRef, err)
+		}
+	}
+	if errs[len(fns)-1] == nil {
+		t.Fatal("the command that needs the held row: no error, want its request's deadline")
+	}
+	if got := s.Stats().Reruns - reruns; got != int64(len(fns)) {
+		t.Fatalf("%d commands ran again alone, want %d", got, len(fns))
+	}
+}
+
 func heldTx(t *testing.T, s *postgres.Store) *pgxpool.Conn {
 	t.Helper()
 	c, err := s.AcquireRaw(context.Background())

@@ -43,6 +43,8 @@ const muxWait = 2 * time.Millisecond
 type batchMux struct {
 	c   *pgxpool.Conn
 	ctx context.Context
+	// lockTimeout is the batch's transaction's (txConn.lockTimeout).
+	lockTimeout string
 	// io guards the connection and its type map (pgtype.Map is not safe
 	// for concurrent use): sending and reading, and the commands' scans.
 	io sync.Mutex
@@ -72,8 +74,8 @@ type muxRequest struct {
 	done chan struct{}
 }
 
-func newBatchMux(ctx context.Context, c *pgxpool.Conn, commands int) *batchMux {
-	return &batchMux{c: c, ctx: ctx, running: commands}
+func newBatchMux(ctx context.Context, c *pgxpool.Conn, commands int, lockTimeout string) *batchMux {
+	return &batchMux{c: c, ctx: ctx, running: commands, lockTimeout: lockTimeout}
 }
 
 // send queues b for the next round trip, waits for it, and returns its
@@ -168,18 +170,18 @@ func (m *batchMux) roundTrip(reqs []*muxRequest) {
 		return
 	}
 	all := &pgx.Batch{}
-	begin := !m.begun
-	if begin {
-		all.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	begin := 0
+	if !m.begun {
+		begin = queueBegin(all, m.lockTimeout)
 	}
 	for _, r := range reqs {
 		all.QueuedQueries = append(all.QueuedQueries, r.b.QueuedQueries...)
 	}
 	m.trips++
 	br := m.c.SendBatch(m.ctx, all)
-	if begin {
-		if _, err := br.Exec(); err != nil {
-			m.fail(fmt.Errorf("begin: %w", err))
+	if begin > 0 {
+		if err := readPrefix(br, begin, nil); err != nil {
+			m.fail(err)
 			br.Close()
 			return
 		}

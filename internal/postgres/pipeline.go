@@ -47,9 +47,12 @@ type queued struct {
 // what pgx.Tx offers the store (Exec, QueryRow, Query, SendBatch), sending
 // BEGIN and the queued statements ahead of each in the same round trip.
 type txConn struct {
-	c      *pgxpool.Conn
-	begun  bool
-	queued []queued
+	c     *pgxpool.Conn
+	begun bool
+	// lockTimeout, when set, bounds each lock wait of the transaction
+	// (SET LOCAL lock_timeout, sent with BEGIN): a batch's.
+	lockTimeout string
+	queued      []queued
 	// The hot rows' changes, written at COMMIT (hot): the idempotency
 	// quota's count, the volume and stat counters, and the balance
 	// changes of entries whose debits need no check, summed per account
@@ -118,24 +121,35 @@ func (t *txConn) later(op, sql string, args ...any) {
 }
 
 // prefix moves BEGIN (if not sent yet) and the queued statements into b,
-// and returns how many results of b are theirs.
-func (t *txConn) prefix(b *pgx.Batch) (n int, q []queued) {
+// and returns how many of b's statements begin the transaction, and the
+// queued ones.
+func (t *txConn) prefix(b *pgx.Batch) (begin int, q []queued) {
 	if !t.begun {
-		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-		n++
+		begin = queueBegin(b, t.lockTimeout)
 		t.begun = true
 	}
 	q, t.queued = t.queued, nil
 	for _, s := range q {
 		b.Queue(s.sql, s.args...)
 	}
-	return n + len(q), q
+	return begin, q
+}
+
+// queueBegin queues BEGIN and, when lockTimeout is set, the transaction's
+// lock_timeout, and returns how many statements it queued.
+func queueBegin(b *pgx.Batch, lockTimeout string) int {
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	if lockTimeout == "" {
+		return 1
+	}
+	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, lockTimeout)
+	return 2
 }
 
 // readPrefix reads the results of what prefix queued, and returns the
 // first error.
-func readPrefix(br pgx.BatchResults, begin bool, q []queued) error {
-	if begin {
+func readPrefix(br pgx.BatchResults, begin int, q []queued) error {
+	for range begin {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
@@ -166,8 +180,7 @@ func (t *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return t.c.Exec(ctx, sql, args...)
 	}
 	b := &pgx.Batch{}
-	begin := !t.begun
-	_, q := t.prefix(b)
+	begin, q := t.prefix(b)
 	b.Queue(sql, args...)
 	br := t.send(ctx, b)
 	err := readPrefix(br, begin, q)
@@ -186,8 +199,7 @@ func (t *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 		return t.c.QueryRow(ctx, sql, args...)
 	}
 	b := &pgx.Batch{}
-	begin := !t.begun
-	_, q := t.prefix(b)
+	begin, q := t.prefix(b)
 	b.Queue(sql, args...)
 	br := t.send(ctx, b)
 	if err := readPrefix(br, begin, q); err != nil {
@@ -202,8 +214,7 @@ func (t *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 		return t.c.Query(ctx, sql, args...)
 	}
 	b := &pgx.Batch{}
-	begin := !t.begun
-	_, q := t.prefix(b)
+	begin, q := t.prefix(b)
 	b.Queue(sql, args...)
 	br := t.send(ctx, b)
 	if err := readPrefix(br, begin, q); err != nil {
@@ -225,8 +236,7 @@ func (t *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		return t.c.SendBatch(ctx, b)
 	}
 	all := &pgx.Batch{}
-	begin := !t.begun
-	_, q := t.prefix(all)
+	begin, q := t.prefix(all)
 	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
 	br := t.send(ctx, all)
 	if err := readPrefix(br, begin, q); err != nil {
@@ -245,8 +255,7 @@ func (t *txConn) commit(ctx context.Context, tail ...queued) error {
 		return nil
 	}
 	b := &pgx.Batch{}
-	begin := !t.begun
-	_, q := t.prefix(b)
+	begin, q := t.prefix(b)
 	b.Queue(`COMMIT`)
 	br := t.c.SendBatch(ctx, b)
 	err := readPrefix(br, begin, q)

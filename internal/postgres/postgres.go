@@ -54,6 +54,9 @@ type Store struct {
 	// their mux (groupmux.go), for the tests.
 	batchTrips atomic.Int64
 	group      group
+	// batchLockSetting is a batch's lock_timeout (batchLockTimeout), as
+	// PostgreSQL reads it.
+	batchLockSetting string
 	// reads sends the hot one-row reads in shared round trips (readpipe.go).
 	reads readPipe
 	// shards gives each connection of the pool its own shard of the split
@@ -99,7 +102,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.Background())
-	st := &Store{pool: &db{pool}, bg: bg, stop: stop, wakeChannel: wakeChannel(schema),
+	st := &Store{pool: &db{pool}, bg: bg, stop: stop, wakeChannel: wakeChannel(schema), batchLockSetting: lockTimeout(batchLockTimeout),
 		group: group{batches: batches[*groupJob]{queue: make(chan *groupJob, groupQueue), max: maxGroup},
 			workersWanted: GroupWorkers}}
 	st.reads = readPipe{pool: st.pool, bg: bg, batches: batches[*pipeRead]{queue: make(chan *pipeRead, pipeQueue), max: maxPipe}}
