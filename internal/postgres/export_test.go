@@ -177,3 +177,10 @@ func (s *Store) AcquireRaw(ctx context.Context) (*pgxpool.Conn, error) { return 
 
 // SetBatchLockTimeout sets the lock_timeout of the store's batches.
 func (s *Store) SetBatchLockTimeout(d time.Duration) { s.batchLockSetting = lockTimeout(d) }
+
+// Setting reads a setting of tx's transaction (current_setting).
+func Setting(ctx context.Context, tx xaalis.Tx, name string) (string, error) {
+	var v string
+	err := tx.(*Tx).tx.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
+}

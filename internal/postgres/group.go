@@ -198,7 +198,7 @@ func (s *Store) runBatch(ctx context.Context, jobs []*groupJob) (failed int, aga
 		return -1, true
 	}
 	defer c.Release()
-	t := &txConn{c: c, shard: s.connShard(c.Conn()), lockTimeout: s.batchLockSetting}
+	t := &txConn{c: c, shard: s.connShard(c.Conn()), batch: s.batchLockSetting}
 	// The commands run at once, their statements sent together
 	// (groupmux.go); each keeps its own rows and sums, added up below in
 	// the commands' order.

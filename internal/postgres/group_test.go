@@ -669,6 +669,41 @@ func TestGroupLockTimeout(t *testing.T) {
 	}
 }
 
+// TestGroupSettings: a batch's transaction has its lock_timeout and
+// generic plans; a command alone has neither.
+func TestGroupSettings(t *testing.T) {
+	ctx := context.Background()
+	s := open(t).(*postgres.Store)
+	s.SetGroupWorkers(1)
+	s.SetBatchLockTimeout(1500 * time.Millisecond)
+	names := []string{"lock_timeout", "plan_cache_mode"}
+	read := func(got *[]string) func(xaalis.Tx) error {
+		return func(tx xaalis.Tx) error {
+			*got = nil
+			for _, n := range names {
+				v, err := postgres.Setting(ctx, tx, n)
+				if err != nil {
+					return err
+				}
+				*got = append(*got, v)
+			}
+			return nil
+		}
+	}
+	got := make([][]string, 3)
+	if err := errors.Join(batch(t, s, read(&got[0]), read(&got[1]))...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, read(&got[2])); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]string{{"1500ms", "force_generic_plan"}, {"1500ms", "force_generic_plan"}, {"0", "auto"}} {
+		if !slices.Equal(got[i], want) {
+			t.Errorf("command %d: %s %q, want %q", i, names, got[i], want)
+		}
+	}
+}
+
 func heldTx(t *testing.T, s *postgres.Store) *pgxpool.Conn {
 	t.Helper()
 	c, err := s.AcquireRaw(context.Background())

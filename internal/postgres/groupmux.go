@@ -43,8 +43,8 @@ const muxWait = 2 * time.Millisecond
 type batchMux struct {
 	c   *pgxpool.Conn
 	ctx context.Context
-	// lockTimeout is the batch's transaction's (txConn.lockTimeout).
-	lockTimeout string
+	// batch is the batch's lock_timeout (txConn.batch).
+	batch string
 	// io guards the connection and its type map (pgtype.Map is not safe
 	// for concurrent use): sending and reading, and the commands' scans.
 	io sync.Mutex
@@ -74,8 +74,8 @@ type muxRequest struct {
 	done chan struct{}
 }
 
-func newBatchMux(ctx context.Context, c *pgxpool.Conn, commands int, lockTimeout string) *batchMux {
-	return &batchMux{c: c, ctx: ctx, running: commands, lockTimeout: lockTimeout}
+func newBatchMux(ctx context.Context, c *pgxpool.Conn, commands int, batch string) *batchMux {
+	return &batchMux{c: c, ctx: ctx, running: commands, batch: batch}
 }
 
 // send queues b for the next round trip, waits for it, and returns its
@@ -172,7 +172,7 @@ func (m *batchMux) roundTrip(reqs []*muxRequest) {
 	all := &pgx.Batch{}
 	begin := 0
 	if !m.begun {
-		begin = queueBegin(all, m.lockTimeout)
+		begin = queueBegin(all, m.batch)
 	}
 	for _, r := range reqs {
 		all.QueuedQueries = append(all.QueuedQueries, r.b.QueuedQueries...)

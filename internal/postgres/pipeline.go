@@ -49,10 +49,10 @@ type queued struct {
 type txConn struct {
 	c     *pgxpool.Conn
 	begun bool
-	// lockTimeout, when set, bounds each lock wait of the transaction
-	// (SET LOCAL lock_timeout, sent with BEGIN): a batch's.
-	lockTimeout string
-	queued      []queued
+	// batch, for a batch's transaction (group.go), is its lock_timeout:
+	// BEGIN is followed by the batch's settings (queueBegin).
+	batch  string
+	queued []queued
 	// The hot rows' changes, written at COMMIT (hot): the idempotency
 	// quota's count, the volume and stat counters, and the balance
 	// changes of entries whose debits need no check, summed per account
@@ -125,7 +125,7 @@ func (t *txConn) later(op, sql string, args ...any) {
 // queued ones.
 func (t *txConn) prefix(b *pgx.Batch) (begin int, q []queued) {
 	if !t.begun {
-		begin = queueBegin(b, t.lockTimeout)
+		begin = queueBegin(b, t.batch)
 		t.begun = true
 	}
 	q, t.queued = t.queued, nil
@@ -135,14 +135,23 @@ func (t *txConn) prefix(b *pgx.Batch) (begin int, q []queued) {
 	return begin, q
 }
 
-// queueBegin queues BEGIN and, when lockTimeout is set, the transaction's
-// lock_timeout, and returns how many statements it queued.
-func queueBegin(b *pgx.Batch, lockTimeout string) int {
+// queueBegin queues BEGIN and, for a batch (batch, its lock_timeout, not
+// ""), the batch's settings, and returns how many statements it queued.
+// A batch's settings last to its end (set_config's is_local):
+//   - lock_timeout (batchLockTimeout);
+//   - plan_cache_mode force_generic_plan: PostgreSQL plans a prepared
+//     statement anew at each call when its generic plan's estimate is
+//     dearer than the custom plans', as with the fan-out's (the rows of
+//     unnest of a parameter are 10 to a generic plan, the array's length to
+//     a custom one), for the same plan: its planning cost about 0.3 ms a
+//     batch, twice its execution. A batch's statements are point lookups
+//     and inserts, whose plans do not depend on the values.
+func queueBegin(b *pgx.Batch, batch string) int {
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-	if lockTimeout == "" {
+	if batch == "" {
 		return 1
 	}
-	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, lockTimeout)
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('plan_cache_mode', 'force_generic_plan', true)`, batch)
 	return 2
 }
 
