@@ -494,14 +494,7 @@ func TestGroupSideBySide(t *testing.T) {
 		// the first round trip is under way. The third's lookup must go
 		// once the first round trip ends and muxWait passes, not when
 		// the sleeper wakes.
-		held := pgPayment(m, "side-held")
-		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, held) }); err != nil {
-			t.Fatal(err)
-		}
-		lock := heldTx(t, s)
-		if _, err := lock.Exec(ctx, `SELECT 1 FROM transactions WHERE id = $1 FOR UPDATE`, held.ID); err != nil {
-			t.Fatal(err)
-		}
+		held, lock := heldPayment(t, s, m, "side-held")
 		committed := make(chan error, 1)
 		go func() {
 			time.Sleep(100 * time.Millisecond)
@@ -609,14 +602,7 @@ func TestGroupLockTimeout(t *testing.T) {
 	s.SetGroupWorkers(1)
 	s.SetBatchLockTimeout(100 * time.Millisecond)
 	m := storetest.NewMerchant(t, s)
-	taken := pgPayment(m, "lock-taken")
-	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, taken) }); err != nil {
-		t.Fatal(err)
-	}
-	holder := heldTx(t, s)
-	if _, err := holder.Exec(ctx, `SELECT 1 FROM transactions WHERE id = $1 FOR UPDATE`, taken.ID); err != nil {
-		t.Fatal(err)
-	}
+	taken, holder := heldPayment(t, s, m, "lock-taken")
 	// The holder lets go after 5 s at the latest, so that a batch that
 	// waits for it fails the test rather than hanging it.
 	released := make(chan struct{})
@@ -702,6 +688,22 @@ func TestGroupSettings(t *testing.T) {
 			t.Errorf("command %d: %s %q, want %q", i, names, got[i], want)
 		}
 	}
+}
+
+// heldPayment stores a payment of m with merchant_ref ref and locks its
+// row in a transaction held open on the connection it returns (heldTx).
+func heldPayment(t *testing.T, s *postgres.Store, m *xaalis.Merchant, ref string) (*xaalis.Transaction, *pgxpool.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	x := pgPayment(m, ref)
+	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertTransaction(ctx, x) }); err != nil {
+		t.Fatal(err)
+	}
+	c := heldTx(t, s)
+	if _, err := c.Exec(ctx, `SELECT 1 FROM transactions WHERE id = $1 FOR UPDATE`, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	return x, c
 }
 
 func heldTx(t *testing.T, s *postgres.Store) *pgxpool.Conn {
