@@ -409,11 +409,8 @@ func (t *Tx) TransactionByMerchantRefAndPayer(ctx context.Context, merchantID st
 		b.Queue(upsertCustomerSQL, payer.ID, payer.MerchantID, payer.Mode, payer.Phone, payer.Name, payer.CreatedAt, payer.UpdatedAt)
 	}
 	br := t.tx.SendBatch(ctx, b)
-	x, err := scanTx("read transaction by merchant_ref", br.QueryRow())
-	switch {
-	case errors.Is(err, xaalis.ErrNotFound):
-		x = nil
-	case err != nil:
+	x, err := orNone(scanTx("read transaction by merchant_ref", br.QueryRow()))
+	if err != nil {
 		br.Close()
 		return nil, nil, err
 	}
@@ -428,6 +425,14 @@ func (t *Tx) TransactionByMerchantRefAndPayer(ctx context.Context, merchantID st
 		return nil, nil, fmt.Errorf("read transaction by merchant_ref: %w", err)
 	}
 	return x, c, nil
+}
+
+// orNone is a lookup's answer with not_found as nil: no error.
+func orNone(x *xaalis.Transaction, err error) (*xaalis.Transaction, error) {
+	if errors.Is(err, xaalis.ErrNotFound) {
+		return nil, nil
+	}
+	return x, err
 }
 
 // RefundedAmount sums a payment's refunds that are not failed, cancelled
@@ -465,20 +470,13 @@ func (t *Tx) TransactionByIdempotencyKeyAndMerchantRef(ctx context.Context, merc
 	}
 	b.Queue(merchantRefSQL, merchantID, mode, kt, ref)
 	br := t.tx.SendBatch(ctx, b)
-	found := func(op string) (*xaalis.Transaction, error) {
-		x, err := scanTx(op, br.QueryRow())
-		if errors.Is(err, xaalis.ErrNotFound) {
-			return nil, nil
-		}
-		return x, err
-	}
 	if key != "" {
-		if byKey, err = found("read transaction by idempotency key"); err != nil {
+		if byKey, err = orNone(scanTx("read transaction by idempotency key", br.QueryRow())); err != nil {
 			br.Close()
 			return nil, nil, err
 		}
 	}
-	if byRef, err = found("read transaction by merchant_ref"); err != nil {
+	if byRef, err = orNone(scanTx("read transaction by merchant_ref", br.QueryRow())); err != nil {
 		br.Close()
 		return nil, nil, err
 	}

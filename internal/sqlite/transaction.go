@@ -398,11 +398,8 @@ func (t *Tx) TransactionByMerchantRefForUpdate(ctx context.Context, merchantID s
 // merchant_ref (nil when there is none), then upserts the payer when
 // given. The writer is in process: there is no round trip to save.
 func (t *Tx) TransactionByMerchantRefAndPayer(ctx context.Context, merchantID string, mode xaalis.Mode, kt xaalis.KeyType, ref string, payer *xaalis.Customer) (*xaalis.Transaction, *xaalis.Customer, error) {
-	x, err := t.TransactionByMerchantRefForUpdate(ctx, merchantID, mode, kt, ref)
-	switch {
-	case errors.Is(err, xaalis.ErrNotFound):
-		x = nil
-	case err != nil:
+	x, err := orNone(t.TransactionByMerchantRefForUpdate(ctx, merchantID, mode, kt, ref))
+	if err != nil {
 		return nil, nil, err
 	}
 	if payer == nil {
@@ -453,21 +450,23 @@ func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string,
 // each nil when there is none. The writer is in process: there is no
 // round trip to save.
 func (t *Tx) TransactionByIdempotencyKeyAndMerchantRef(ctx context.Context, merchantID string, mode xaalis.Mode, key string, kt xaalis.KeyType, ref string) (byKey, byRef *xaalis.Transaction, err error) {
-	found := func(x *xaalis.Transaction, err error) (*xaalis.Transaction, error) {
-		if errors.Is(err, xaalis.ErrNotFound) {
-			return nil, nil
-		}
-		return x, err
-	}
 	if key != "" {
-		if byKey, err = found(t.TransactionByIdempotencyKey(ctx, merchantID, mode, key)); err != nil {
+		if byKey, err = orNone(t.TransactionByIdempotencyKey(ctx, merchantID, mode, key)); err != nil {
 			return nil, nil, err
 		}
 	}
-	if byRef, err = found(t.TransactionByMerchantRefForUpdate(ctx, merchantID, mode, kt, ref)); err != nil {
+	if byRef, err = orNone(t.TransactionByMerchantRefForUpdate(ctx, merchantID, mode, kt, ref)); err != nil {
 		return nil, nil, err
 	}
 	return byKey, byRef, nil
+}
+
+// orNone is a lookup's answer with not_found as nil: no error.
+func orNone(x *xaalis.Transaction, err error) (*xaalis.Transaction, error) {
+	if errors.Is(err, xaalis.ErrNotFound) {
+		return nil, nil
+	}
+	return x, err
 }
 
 // UpdateTransaction writes every mutable field (all but the identity:
