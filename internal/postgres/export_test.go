@@ -156,20 +156,28 @@ func (s *Store) ExplainUpsertCustomer(ctx context.Context, c *xaalis.Customer) (
 // before their COMMITs.
 func (s *Store) BatchRoundTrips() int64 { return s.batchTrips.Load() }
 
-// PipeRead reads one row through the store's read pipe (readpipe.go).
+// PipeRead reads one row through the store's read pipe (readpipe.go),
+// merged with the reads of the same statement waiting with it.
 func (s *Store) PipeRead(ctx context.Context, sql string, args []any, dest ...any) error {
-	return s.reads.read(ctx, sql, args, dest)
+	return s.reads.read(ctx, true, sql, args, dest)
+}
+
+// PipeReadAlone reads one row through the read pipe as a statement of its
+// own.
+func (s *Store) PipeReadAlone(ctx context.Context, sql string, args []any, dest ...any) error {
+	return s.reads.read(ctx, false, sql, args, dest)
 }
 
 // PipeQueued is how many reads wait for a reader of the pipe.
 func (s *Store) PipeQueued() int { return len(s.reads.queue) }
 
-// PipeCounts are the pipelines the pipe's readers sent and the reads in
-// them (a read alone counts as a pipeline of one).
-func (s *Store) PipeCounts() (pipelines, reads int64) {
+// PipeCounts are the pipelines the pipe's readers sent, the reads in them
+// and their statements (a read alone counts as a pipeline of one read and
+// one statement).
+func (s *Store) PipeCounts() (pipelines, reads, statements int64) {
 	s.reads.countMu.Lock()
 	defer s.reads.countMu.Unlock()
-	return s.reads.pipelines, s.reads.reads
+	return s.reads.pipelines, s.reads.reads, s.reads.statements
 }
 
 // AcquireRaw takes a connection of the pool, for a test to hold locks on.

@@ -382,6 +382,8 @@ func newValuesRows(head, row, tail string) *valuesRows {
 	return &valuesRows{head: head, row: row, tail: tail, width: n}
 }
 
+// placeholder is a statement's parameter, $n: valuesRows renumbers them,
+// mergeReads (readpipe.go) names them after a LATERAL's columns.
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
 // sql is the statement for n rows.

@@ -64,7 +64,7 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte, idemKey string) (*xa
 		WHERE k.hash = $1`
 		args = append(args, idemKey)
 	}
-	m, err := scanMerchant("read key by hash", s.reads.queryRow(ctx, query, args...), dest...)
+	m, err := scanMerchant("read key by hash", s.reads.mergedRow(ctx, query, args...), dest...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
