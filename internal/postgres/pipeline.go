@@ -135,6 +135,11 @@ func (t *txConn) prefix(b *pgx.Batch) (begin int, q []queued) {
 	return begin, q
 }
 
+// genericPlans puts the statements that follow, to the transaction's end,
+// on their generic plans: a batch's (queueBegin) and a read pipeline's
+// with merged reads (readpipe.go).
+const genericPlans = `set_config('plan_cache_mode', 'force_generic_plan', true)`
+
 // queueBegin queues BEGIN and, for a batch (batch, its lock_timeout, not
 // ""), the batch's settings, and returns how many statements it queued.
 // A batch's settings last to its end (set_config's is_local):
@@ -151,7 +156,7 @@ func queueBegin(b *pgx.Batch, batch string) int {
 	if batch == "" {
 		return 1
 	}
-	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('plan_cache_mode', 'force_generic_plan', true)`, batch)
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), `+genericPlans, batch)
 	return 2
 }
 

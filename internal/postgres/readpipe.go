@@ -150,7 +150,7 @@ func (p *readPipe) pipeline(reads []*pipeRead) {
 		// 10 rows for unnest, its custom plans the arrays' length, so
 		// PostgreSQL planned it anew at nearly every call, 0.3 ms of
 		// planning against 0.1 ms of execution, for the same plan.
-		b.Queue(`SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`)
+		b.Queue(`SELECT ` + genericPlans)
 	}
 	for _, g := range groups {
 		if g.merged != "" {
@@ -264,27 +264,46 @@ func mergeReads(reads []*pipeRead) (string, []any) {
 		return "", nil
 	}
 	args := make([]any, n)
-	var b strings.Builder
-	b.WriteString("SELECT r.ord, q.* FROM unnest(")
+	types := make([]string, n)
 	for i := range n {
-		arr, typ := pgArray(reads, i)
-		if arr == nil {
+		if args[i], types[i] = pgArray(reads, i); args[i] == nil {
 			return "", nil
 		}
-		args[i] = arr
+	}
+	return mergedText(reads[0].sql, types), args
+}
+
+// mergedTexts caches mergedText's statements: a statement's merged text
+// depends only on it and its parameters' types, and a pipeline of the
+// hot path should not rewrite it with a regexp each time.
+var mergedTexts sync.Map // mergedKey -> string
+
+type mergedKey struct{ sql, types string }
+
+// mergedText is the merged form of sql whose parameters are arrays of
+// types (mergeReads).
+func mergedText(sql string, types []string) string {
+	key := mergedKey{sql, strings.Join(types, ",")}
+	if s, ok := mergedTexts.Load(key); ok {
+		return s.(string)
+	}
+	var b strings.Builder
+	b.WriteString("SELECT r.ord, q.* FROM unnest(")
+	for i, typ := range types {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "$%d::%s[]", i+1, typ)
 	}
 	b.WriteString(") WITH ORDINALITY AS r(")
-	for i := range n {
+	for i := range types {
 		fmt.Fprintf(&b, "p%d, ", i+1)
 	}
 	b.WriteString("ord) CROSS JOIN LATERAL (")
-	b.WriteString(placeholder.ReplaceAllString(reads[0].sql, "r.p$1"))
+	b.WriteString(placeholder.ReplaceAllString(sql, "r.p$1"))
 	b.WriteString(") AS q")
-	return b.String(), args
+	mergedTexts.Store(key, b.String())
+	return b.String()
 }
 
 // pgArray returns the reads' i-th arguments as one array, and the type of
