@@ -78,7 +78,7 @@ func MigrateTo(ctx context.Context, url string, version int64) error {
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithGoMigrations(goMigrations()...))
 	if err != nil {
 		return err
 	}

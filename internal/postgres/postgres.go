@@ -149,7 +149,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() // leaves the pool open
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker), goose.WithGoMigrations(goMigrations()...))
 	if err != nil {
 		return "", fmt.Errorf("migrations: %w", err)
 	}
