@@ -337,9 +337,9 @@ func TestGroupSideBySide(t *testing.T) {
 	type command struct {
 		lookups int
 		wait    time.Duration
-		// payerOf is the merchant the payer is written for: another one
-		// than the payment's makes the upsert fail (a foreign key).
-		payerOf string
+		// payerMode is the mode the payer is written in: one that is not a
+		// mode makes the upsert fail (a CHECK constraint).
+		payerMode xaalis.Mode
 		// looked is when the command's last lookup returned, or, with
 		// wait, when its wait ended.
 		looked time.Time
@@ -350,8 +350,8 @@ func TestGroupSideBySide(t *testing.T) {
 		n++
 		c.x = pgPayment(m, fmt.Sprintf("side-%d", n))
 		c.x.PayerPhone = fmt.Sprintf("+22177001%04d", n)
-		if c.payerOf == "" {
-			c.payerOf = m.ID
+		if c.payerMode == "" {
+			c.payerMode = xaalis.ModeTest
 		}
 		write := groupCommand(m, c.x)
 		return func(tx xaalis.Tx) error {
@@ -361,7 +361,7 @@ func TestGroupSideBySide(t *testing.T) {
 			}
 			for range c.lookups {
 				found, cust, err := tx.TransactionByMerchantRefAndPayer(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret,
-					c.x.MerchantRef, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: c.payerOf, Mode: xaalis.ModeTest,
+					c.x.MerchantRef, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: c.payerMode,
 						Phone: c.x.PayerPhone, CreatedAt: pgT0, UpdatedAt: pgT0})
 				if err != nil {
 					return err
@@ -571,7 +571,7 @@ func TestGroupSideBySide(t *testing.T) {
 	})
 
 	t.Run("a statement fails", func(t *testing.T) {
-		bad := &command{lookups: 1, payerOf: "no-such-merchant"}
+		bad := &command{lookups: 1, payerMode: "no-such-mode"}
 		cs := []*command{{lookups: 1}, bad, {lookups: 1}, {lookups: 1}}
 		errs, _, _, reruns := run(t, cs...)
 		for i, c := range cs {
@@ -717,4 +717,45 @@ func heldTx(t *testing.T, s *postgres.Store) *pgxpool.Conn {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestPaymentBesideMerchantLock: a payment's rows (its Idempotency-Key,
+// payer, transaction, event and ledger entry) do not lock their merchant's
+// row (migration 00018). A transaction holding that row FOR UPDATE, as a
+// payout request's submission or a merchant's update does, no longer holds
+// the merchant's payments behind it: before, each row's foreign key check
+// waited for it, and the batches behind them queued.
+func TestPaymentBesideMerchantLock(t *testing.T) {
+	ctx := context.Background()
+	s := open(t).(*postgres.Store)
+	m := storetest.NewMerchant(t, s)
+	held := heldTx(t, s)
+	if _, err := held.Exec(ctx, `SELECT 1 FROM merchants WHERE id = $1 FOR UPDATE`, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		x := pgPayment(m, fmt.Sprintf("beside-%d", i))
+		x.PayerPhone = fmt.Sprintf("+2217700200%d", i)
+		write := groupCommand(m, x)
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.Update(cctx, func(tx xaalis.Tx) error {
+			if _, err := tx.ClaimIdempotency(cctx, xaalis.Claim{Scope: xaalis.IdempotencyScope{MerchantID: m.ID,
+				Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: x.MerchantRef}, Fingerprint: []byte("fp"),
+				Token: x.ID, Now: pgT0, Lease: time.Minute}); err != nil {
+				return err
+			}
+			_, cust, err := tx.TransactionByMerchantRefAndPayer(cctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, x.MerchantRef,
+				&xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest, Phone: x.PayerPhone,
+					CreatedAt: pgT0, UpdatedAt: pgT0})
+			if err != nil {
+				return err
+			}
+			x.CustomerID = cust.ID
+			return write(tx)
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("payment %d while the merchant's row is locked: %v", i, err)
+		}
+	}
 }

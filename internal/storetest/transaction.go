@@ -214,16 +214,17 @@ func testTransactionByMerchantRefAndPayer(t *testing.T, s xaalis.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A payer of another merchant is refused, not found: the error ends
-	// the call and its transaction.
+	// A payer the database refuses (a mode that is not one: a CHECK
+	// constraint) is an error, not a payer found: the error ends the call
+	// and its transaction.
 	err = s.Update(ctx, func(tx xaalis.Tx) error {
 		p := payer("+221770000031", "")
-		p.MerchantID = "no-such-merchant"
+		p.Mode = "no-such-mode"
 		_, _, err := tx.TransactionByMerchantRefAndPayer(ctx, m.ID, xaalis.ModeTest, xaalis.KeySecret, "order-3", p)
 		return err
 	})
 	if err == nil {
-		t.Fatal("a payer of a merchant that does not exist: no error")
+		t.Fatal("a payer in a mode that does not exist: no error")
 	}
 }
 
