@@ -228,7 +228,9 @@ generator and the server share: its cycles, its share of the process's CPU, the 
 left live at the end, and the heap allocated a request (the collections' cause; unlike a
 p99 it varies little from run to run, so two builds compare on it), then what its scheduler
 did: the goroutines created a request (as steady as the heap) and how long runnable goroutines
-waited for a CPU. The third run of each backend (\`--server-process\`, "The server in a process of its
+waited for a CPU. On PostgreSQL they give the WAL written a successful request (the cluster's WAL
+position, read before and after the measured phase): the rows, index entries and row locks a
+request writes, counted rather than timed, so two builds compare on it at any hour. The third run of each backend (\`--server-process\`, "The server in a process of its
 own") starts \`xaalis serve\` as a child process on the bench's database, with the same limits
 raised, and drives it over loopback as any client would: the generator and the server still share
 the CPUs, but not one Go runtime, its scheduler and its garbage collector, as a client and a

@@ -398,6 +398,11 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		cpuProfile, memProfile, traced := profile && o.cpuprofile != "", profile && o.memprofile != "", profile && o.trace != ""
 		var sample0 serverSample
 		var sampleErr error
+		// The WAL PostgreSQL wrote, from the bench's own store (with the
+		// server apart too: the position is the cluster's).
+		wal, _ := tgt.store.(walReporter)
+		var wal0 int64
+		var walErr error
 		var t0 time.Time
 		sample, server := tgt.sample, tgt.apart
 		if server && bench.IsFloor(name) {
@@ -411,6 +416,9 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 			}
 			if sample != nil {
 				sample0, sampleErr = sample(ctx)
+			}
+			if wal != nil {
+				wal0, walErr = wal.WALPosition(ctx)
 			}
 			t0 = time.Now()
 			cpu.Start()
@@ -463,6 +471,15 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		}
 		if sampleErr != nil {
 			r.Notes = append(r.Notes, "the server's counters could not be read: "+sampleErr.Error())
+		}
+		if wal != nil && walErr == nil && r.OK > 0 {
+			var wal1 int64
+			if wal1, walErr = wal.WALPosition(ctx); walErr == nil {
+				r.WALBytesPerOK = float64(wal1-wal0) / float64(r.OK)
+			}
+		}
+		if walErr != nil {
+			r.Notes = append(r.Notes, "PostgreSQL's WAL position could not be read: "+walErr.Error())
 		}
 		r.SetCPUPerOK()
 		stopProfile()
@@ -653,6 +670,12 @@ func runBig(ctx context.Context, o benchOptions, tgt *benchTarget, newEnv func(s
 		}
 	}
 	return nil
+}
+
+// walReporter is a store on PostgreSQL: the WAL it wrote during a
+// scenario is the cluster's WAL position moved.
+type walReporter interface {
+	WALPosition(ctx context.Context) (int64, error)
 }
 
 // localSample reads the counters of a store of this process; its CPU is

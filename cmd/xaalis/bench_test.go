@@ -490,3 +490,30 @@ func TestBenchUsage(t *testing.T) {
 		wantErr(t, true, out, err)
 	}
 }
+
+// TestBenchWAL: on PostgreSQL each scenario counts the WAL written per
+// successful request (the cluster's insert position, read before and
+// after): a payment's rows are kilobytes of it, a replay writes none of
+// its own. SQLite reports none.
+func TestBenchWAL(t *testing.T) {
+	if os.Getenv(pgtest.EnvURL) == "" {
+		t.Skip(pgtest.EnvURL + " is not set; skipping PostgreSQL tests")
+	}
+	rep := benchRun(t, "--database-url", os.Getenv(pgtest.EnvURL), "--fresh-schema", "--scenario", "create-payment,replay",
+		"--floors=false", "--target-check=false", "--duration", "500ms", "--warmup", "0s", "--concurrency", "4")
+	pay, replay := rep.Find(bench.CreatePayment), rep.Find(bench.Replay)
+	if pay == nil || replay == nil {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	if pay.WALBytesPerOK < 2000 {
+		t.Errorf("create-payment: %.0f bytes of WAL a payment, want the kilobytes of its rows", pay.WALBytesPerOK)
+	}
+	if replay.WALBytesPerOK >= pay.WALBytesPerOK/4 {
+		t.Errorf("replay: %.0f bytes of WAL a request against a payment's %.0f: want far less", replay.WALBytesPerOK, pay.WALBytesPerOK)
+	}
+	lite := benchRun(t, "--scenario", "create-payment", "--floors=false", "--target-check=false", "--duration", "200ms",
+		"--warmup", "0s", "--concurrency", "2")
+	if r := lite.Find(bench.CreatePayment); r == nil || r.WALBytesPerOK != 0 {
+		t.Errorf("SQLite: %+v, want no WAL figure", r)
+	}
+}

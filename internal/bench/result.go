@@ -85,6 +85,12 @@ type Result struct {
 	// write transaction held on average: above 1, group commit at work.
 	StatementsPerOK   float64 `json:"statements_per_ok,omitempty"`
 	CommandsPerCommit float64 `json:"commands_per_commit,omitempty"`
+	// WALBytesPerOK is the WAL PostgreSQL wrote during the measured phase
+	// per successful request (the whole cluster's: background work and
+	// other databases included; 0 on SQLite): the rows, index entries and
+	// locks a request writes, counted rather than timed, so two builds
+	// compare on it whatever the machine's speed.
+	WALBytesPerOK float64 `json:"wal_bytes_per_ok,omitempty"`
 	// Extra holds scenario-specific figures (webhook lag, deliveries...).
 	Extra map[string]any `json:"extra,omitempty"`
 	Notes []string       `json:"notes,omitempty"`
@@ -354,6 +360,13 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		}
 		if n := r.schedNote(); n != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.Scenario, n))
+		}
+		if r.WALBytesPerOK > 0 {
+			prec := 0
+			if r.WALBytesPerOK < 10 {
+				prec = 1
+			}
+			notes = append(notes, fmt.Sprintf("%s: PostgreSQL wrote %.*f bytes of WAL a successful request", r.Scenario, prec, r.WALBytesPerOK))
 		}
 		if r.CPUServer > 0 {
 			notes = append(notes, fmt.Sprintf("%s: two processes: the server's kept %.2f cores busy, the generator's %.2f",

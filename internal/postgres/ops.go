@@ -323,3 +323,14 @@ func (s *Store) ChildTransactions(ctx context.Context, parentID string) ([]*xaal
 	return queryTxs(ctx, s.pool, "refunds of payment", `SELECT `+txColumns+` FROM transactions
 		WHERE parent_id = $1 ORDER BY created_at, id`, parentID)
 }
+
+// WALPosition is the cluster's WAL insert position, in bytes since its
+// start: `xaalis bench` reads it before and after a scenario for the WAL
+// a request writes.
+func (s *Store) WALPosition(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read WAL position: %w", err)
+	}
+	return n, nil
+}
