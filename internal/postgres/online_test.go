@@ -24,16 +24,23 @@ func atVersion15(t *testing.T) (string, *pgx.Conn) {
 	if err := postgres.MigrateTo(ctx, url, 15); err != nil {
 		t.Fatal(err)
 	}
+	return url, withRows(t, url)
+}
+
+// withRows connects to url's schema and writes a merchant, a customer and
+// a payment.
+func withRows(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
 	conn := connect(t, url)
 	epoch := time.Unix(0, 0).UTC()
 	mustExec(t, conn, `INSERT INTO merchants (id, name, country, settlement_currency, status, kyc, created_at, updated_at)
 		VALUES ('mer_old', 'Old', 'SN', 'XOF', 'active', 'approved', $1, $1)`, epoch)
 	mustExec(t, conn, `INSERT INTO customers (id, merchant_id, mode, phone, created_at, updated_at)
 		VALUES ('cus_old', 'mer_old', 'test', '+221770000001', $1, $1)`, epoch)
-	if err := insertPayment(ctx, conn, "txn_old", "order-old"); err != nil {
+	if err := insertPayment(context.Background(), conn, "txn_old", "order-old"); err != nil {
 		t.Fatal(err)
 	}
-	return url, conn
+	return conn
 }
 
 func connect(t *testing.T, url string) *pgx.Conn {
@@ -125,16 +132,7 @@ func checkMigratedIndexes(t *testing.T, conn *pgx.Conn) {
 func TestMigrateIndexesEmpty(t *testing.T) {
 	url := pgtest.URL(t)
 	openURL(t, url)
-	conn := connect(t, url)
-	epoch := time.Unix(0, 0).UTC()
-	mustExec(t, conn, `INSERT INTO merchants (id, name, country, settlement_currency, status, kyc, created_at, updated_at)
-		VALUES ('mer_old', 'Old', 'SN', 'XOF', 'active', 'approved', $1, $1)`, epoch)
-	mustExec(t, conn, `INSERT INTO customers (id, merchant_id, mode, phone, created_at, updated_at)
-		VALUES ('cus_old', 'mer_old', 'test', '+221770000001', $1, $1)`, epoch)
-	if err := insertPayment(context.Background(), conn, "txn_old", "order-old"); err != nil {
-		t.Fatal(err)
-	}
-	checkMigratedIndexes(t, conn)
+	checkMigratedIndexes(t, withRows(t, url))
 }
 
 // TestMigrateIndexesOnline: with payments in the table, 00016 builds its
