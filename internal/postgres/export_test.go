@@ -2,14 +2,12 @@ package postgres
 
 import (
 	"context"
-	"io/fs"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -74,11 +72,7 @@ func MigrateTo(ctx context.Context, url string, version int64) error {
 	defer pool.Close()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	sub, err := fs.Sub(migrations, "migration")
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithGoMigrations(goMigrations()...))
+	p, err := newMigrations(db)
 	if err != nil {
 		return err
 	}

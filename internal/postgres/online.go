@@ -188,10 +188,8 @@ func (ix onlineIndex) inTx(ctx context.Context, db *sql.DB, lockTimeout string, 
 			return fmt.Errorf("migration %d: lock_timeout: %w", ix.version, err)
 		}
 	}
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("migration %d: %s: %w", ix.version, s, err)
-		}
+	if err := ix.exec(ctx, tx, stmts); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migration %d: commit: %w", ix.version, err)
@@ -200,9 +198,17 @@ func (ix onlineIndex) inTx(ctx context.Context, db *sql.DB, lockTimeout string, 
 }
 
 func (ix onlineIndex) runDown(ctx context.Context, tx *sql.Tx) error {
-	for _, s := range ix.down {
+	if err := ix.exec(ctx, tx, ix.down); err != nil {
+		return fmt.Errorf("down: %w", err)
+	}
+	return nil
+}
+
+// exec runs statements one after another in tx.
+func (ix onlineIndex) exec(ctx context.Context, tx *sql.Tx, stmts []string) error {
+	for _, s := range stmts {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("migration %d down: %s: %w", ix.version, s, err)
+			return fmt.Errorf("migration %d: %s: %w", ix.version, s, err)
 		}
 	}
 	return nil

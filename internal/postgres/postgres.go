@@ -11,6 +11,7 @@ package postgres
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -143,13 +144,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("migration lock: %w", err)
 	}
-	sub, err := fs.Sub(migrations, "migration")
-	if err != nil {
-		return "", err
-	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() // leaves the pool open
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker), goose.WithGoMigrations(goMigrations()...))
+	p, err := newMigrations(db, goose.WithSessionLocker(locker))
 	if err != nil {
 		return "", fmt.Errorf("migrations: %w", err)
 	}
@@ -157,6 +154,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 		return "", fmt.Errorf("apply migrations: %w", err)
 	}
 	return *schema, nil
+}
+
+// newMigrations is goose's provider of every migration: migration/*.sql
+// and the ones written in Go (goMigrations), which a provider of the files
+// alone would skip without a word.
+func newMigrations(db *sql.DB, opts ...goose.ProviderOption) (*goose.Provider, error) {
+	sub, err := fs.Sub(migrations, "migration")
+	if err != nil {
+		return nil, err
+	}
+	return goose.NewProvider(goose.DialectPostgres, db, sub, append(opts, goose.WithGoMigrations(goMigrations()...))...)
 }
 
 // Close closes the pool.
