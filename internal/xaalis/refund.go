@@ -97,16 +97,15 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	if pay.Type != TypePayment {
 		return nil, E(ENonPaymentTransactionRefund, "type", string(pay.Type))
 	}
-	if pay.Status == StatusRefunded {
-		return nil, E(ETransactionAlreadyFullyRefunded)
-	}
-	if pay.Status != StatusSuccess {
-		return nil, E(ETransactionNotRefundable, "status", string(pay.Status))
-	}
-	if spec := a.Config.Providers[pay.Provider]; !spec.Refunds {
-		e := E(ERefundNotSupported, "provider", pay.Provider)
-		e.Message = "This provider cannot refund automatically: pay the payer out (POST /v1/payouts to the payer's number), then ask the operator to mark the payment refunded."
-		return nil, e
+	// A refund that committed under this Idempotency-Key is resumed in the
+	// transaction below, whatever its payment's status now: once that
+	// refund is done the payment may be refunded, and the same request
+	// asked again (its answer lost, the refund finished by the dispatcher
+	// after a takeover) must get the refund, not a refusal. With a key, the
+	// refusals wait for that lookup.
+	refusal := a.refundRefusal(pay)
+	if refusal != nil && idemKey == "" {
+		return nil, refusal
 	}
 	now := a.now()
 	r := &Transaction{
@@ -130,6 +129,9 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 			} else if err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
+		}
+		if refusal != nil {
+			return refusal
 		}
 		// The payment's row lock serialises refunds of one payment.
 		cur, err := tx.TransactionForUpdate(ctx, pay.ID)
@@ -197,6 +199,24 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	}
 	res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, pay))
 	return a.applyRefund(ctx, r.ID, &res, perr)
+}
+
+// refundRefusal is why payment pay cannot be refunded as it was read
+// (transaction_already_fully_refunded, transaction_not_refundable,
+// refund_not_supported), or nil.
+func (a *App) refundRefusal(pay *Transaction) error {
+	if pay.Status == StatusRefunded {
+		return E(ETransactionAlreadyFullyRefunded)
+	}
+	if pay.Status != StatusSuccess {
+		return E(ETransactionNotRefundable, "status", string(pay.Status))
+	}
+	if spec := a.Config.Providers[pay.Provider]; !spec.Refunds {
+		e := E(ERefundNotSupported, "provider", pay.Provider)
+		e.Message = "This provider cannot refund automatically: pay the payer out (POST /v1/payouts to the payer's number), then ask the operator to mark the payment refunded."
+		return e
+	}
+	return nil
 }
 
 // refundRequest asks the provider to refund r of payment pay.
