@@ -171,6 +171,9 @@ out of reach, and the business limits raised out of reach but still checked on e
 Each scenario is compared with floors measured in the same run on the same machine:
 **floor-fsync**, the \`fdatasync\` rate of 4 KiB appends, one at a time, to a file on the
 database's own filesystem (beside the SQLite file; beside PostgreSQL's data directory),
+**floor-fsync-busy**, the same while one goroutine a CPU spins (no ratio: the aim's line gives
+it; on this virtual machine the host finishes the guest's I/O on the CPUs the guest keeps
+busy, and a loaded server's fdatasyncs wait longer than floor-fsync's),
 **floor-tx**, a bare one-row INSERT transaction
 committed per fsync on the same database, one client (the rate one durable commit per request
 could reach), **floor-http**, an \`http.Server\` on loopback reading the same request and

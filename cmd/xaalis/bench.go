@@ -82,7 +82,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	memprofile := fs.String("memprofile", "", "write where the measured phase of create-payment (or of the one scenario run) allocated to FILE, a pprof profile (go tool pprof -sample_index=alloc_space FILE); with --server-process, the server's")
 	traceFile := fs.String("trace", "", "write an execution trace of the measured phase of create-payment (or of the one scenario run) to FILE (go tool trace FILE; -pprof=sched for the waits for a CPU); with --server-process, the server's")
 	freshSchema := fs.Bool("fresh-schema", false, "PostgreSQL: run in a new schema, dropped afterwards")
-	floors := fs.Bool("floors", true, "measure the floors first (floor-fsync, floor-tx, floor-http, floor-db), for the ratios")
+	floors := fs.Bool("floors", true, "measure the floors first (floor-fsync, floor-fsync-busy, floor-tx, floor-http, floor-db), for the ratios")
 	targetCheck := fs.Bool("target-check", true, fmt.Sprintf("after create-payment, drive it open loop at %.1f × its saturation for its latency", bench.OpenFraction))
 	big := fs.Int("big", 0, "after the scenarios, seed this many payments in bulk for a new merchant and measure create-payment, status and list again (0: no big-database runs)")
 	bigDuration := fs.Duration("big-duration", 0, "measured time of each big-database run (0: --duration)")
@@ -552,6 +552,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*bench.R
 		dst  **bench.Result
 	}{
 		{bench.FloorFsync, physical, &floors.Fsync},
+		{bench.FloorFsyncBusy, physical, new(*bench.Result)}, // no ratio: told beside floor-fsync's aim
 		{bench.FloorTx, physical, &floors.Tx},
 		{bench.FloorHTTP, floorLoad, &floors.HTTP},
 		{bench.FloorDB, floorLoad, &floors.DB},

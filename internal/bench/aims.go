@@ -60,6 +60,10 @@ func Aims(rep *Report, big int) []Check {
 				got += fmt.Sprintf("; the disk gave %.0f fdatasync/s at the end of the run (%s), %.2f × that",
 					again.Throughput, rep.Drift(FloorFsync), cp.Throughput/again.Throughput)
 			}
+			if busy := rep.Find(FloorFsyncBusy); busy != nil && busy.Throughput > 0 {
+				got += fmt.Sprintf("; with every CPU busy it gave %.0f fdatasync/s (floor-fsync-busy), %.2f × that",
+					busy.Throughput, cp.Throughput/busy.Throughput)
+			}
 			add(fmt.Sprintf("create-payment ≥ %.1f × floor-fsync", wantFsync), r >= wantFsync, "%s", got)
 		}
 		add(fmt.Sprintf("create-payment ≥ %.0f ok/s", wantOK), cp.Throughput >= wantOK,

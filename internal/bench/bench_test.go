@@ -183,7 +183,9 @@ func TestAims(t *testing.T) {
 			"create-payment ≥ 1.0 × floor-fsync": true, "create-payment ≥ 3000 ok/s": true,
 			"create-payment p99 ≤ 25 ms open loop at 0.7 × its saturation": true, "payout ≥ 0.8 × create-payment": true,
 			"replay ≥ 10,000 ok/s": true}},
-		{"sqlite missed", "sqlite", []*Result{res(FloorFsync, 3000), res(CreatePayment, 2000), open(CreatePayment, 1400, 1100, 40),
+		// Above the floor with the CPUs busy (3.3 ×), which the aim does
+		// not judge: it is the idle disk's.
+		{"sqlite missed", "sqlite", []*Result{res(FloorFsync, 3000), res(FloorFsyncBusy, 600), res(CreatePayment, 2000), open(CreatePayment, 1400, 1100, 40),
 			res(Payout, 1500), res(Replay, 9000)}, map[string]bool{
 			"create-payment ≥ 1.0 × floor-fsync": false, "create-payment ≥ 3000 ok/s": false,
 			"create-payment p99 ≤ 25 ms open loop at 0.7 × its saturation": false, "payout ≥ 0.8 × create-payment": false,
@@ -358,6 +360,30 @@ func TestSchedMeter(t *testing.T) {
 	r := &Result{Requests: 100, Sched: s}
 	if n, want := r.schedNote(), fmt.Sprintf("%.1f goroutines created a request", float64(s.Created)/100); !strings.Contains(n, want) {
 		t.Errorf("note %q lacks %q", n, want)
+	}
+}
+
+// TestSpin: floor-fsync-busy's spinners run until stopped, and the stop
+// waits for every one of them.
+func TestSpin(t *testing.T) {
+	before := spinSink.Load()
+	base := runtime.NumGoroutine()
+	stop := spin(3)
+	if n := runtime.NumGoroutine(); n < base+3 {
+		t.Fatalf("%d goroutines with 3 spinning, %d before", n, base)
+	}
+	time.Sleep(20 * time.Millisecond)
+	stop()
+	if spinSink.Load() == before {
+		t.Error("the spinners did no work")
+	}
+	// A goroutine is counted until it has exited, just after its Done.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		t.Errorf("%d goroutines after the stop, %d before", n, base)
 	}
 }
 

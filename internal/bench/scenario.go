@@ -18,6 +18,7 @@ const (
 	FloorHTTP             = "floor-http"
 	FloorDB               = "floor-db"
 	FloorFsync            = "floor-fsync"
+	FloorFsyncBusy        = "floor-fsync-busy"
 	FloorTx               = "floor-tx"
 	CreatePayment         = "create-payment"
 	CreatePaymentCheckout = "create-payment-checkout"
@@ -30,7 +31,7 @@ const (
 )
 
 // All lists every scenario, floors first.
-var All = []string{FloorFsync, FloorTx, FloorHTTP, FloorDB, CreatePayment, CreatePaymentCheckout, Replay, Status, List, Payout, Mixed, WebhookDrain}
+var All = []string{FloorFsync, FloorFsyncBusy, FloorTx, FloorHTTP, FloorDB, CreatePayment, CreatePaymentCheckout, Replay, Status, List, Payout, Mixed, WebhookDrain}
 
 // Known reports whether name is a scenario.
 func Known(name string) bool {
@@ -44,12 +45,14 @@ func Known(name string) bool {
 
 // IsFloor reports whether the scenario is one of the floors.
 func IsFloor(name string) bool {
-	return name == FloorHTTP || name == FloorDB || name == FloorFsync || name == FloorTx
+	return name == FloorHTTP || name == FloorDB || name == FloorFsync || name == FloorFsyncBusy || name == FloorTx
 }
 
 // IsPhysicalFloor reports whether the floor measures the disk or the
 // database alone, one operation at a time.
-func IsPhysicalFloor(name string) bool { return name == FloorFsync || name == FloorTx }
+func IsPhysicalFloor(name string) bool {
+	return name == FloorFsync || name == FloorFsyncBusy || name == FloorTx
+}
 
 // Env is what a scenario runs against.
 type Env struct {
@@ -107,6 +110,8 @@ func Prepare(ctx context.Context, name string, env *Env) (*Prepared, error) {
 		return prepareFloorDB(ctx, env)
 	case FloorFsync:
 		return prepareFloorFsync(ctx, env)
+	case FloorFsyncBusy:
+		return prepareFloorFsyncBusy(ctx, env)
 	case FloorTx:
 		return prepareFloorTx(ctx, env)
 	case CreatePayment:
