@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +149,29 @@ func (e *env) merchant() (string, xaalis.MerchantKeys) {
 	}
 	return m.ID, keys
 }
+
+// principal authenticates key as a request from loopback does, for tests
+// that call the app's commands directly.
+func (e *env) principal(key string) *xaalis.Principal {
+	e.t.Helper()
+	p, err := e.app.Authenticate(context.Background(), key, netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// amount is n as a command's input amount, as JSON decodes it.
+func amount(n int) *xaalis.Number {
+	var x xaalis.Number
+	if err := json.Unmarshal([]byte(strconv.Itoa(n)), &x); err != nil {
+		panic(err)
+	}
+	return &x
+}
+
+// text is s as a command's optional input field.
+func text(s string) *string { return &s }
 
 // call is one request.
 type call struct {

@@ -2,10 +2,8 @@ package http_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -35,18 +33,8 @@ func TestLedgerDay(t *testing.T) {
 		var ms []*merchant
 		for range 3 {
 			_, keys := e.merchant()
-			p, err := e.app.Authenticate(ctx, keys.SecretTest, netip.MustParseAddr("127.0.0.1"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ms = append(ms, &merchant{p: p})
+			ms = append(ms, &merchant{p: e.principal(keys.SecretTest)})
 		}
-		num := func(n int) *xaalis.Number {
-			var x xaalis.Number
-			_ = json.Unmarshal([]byte(fmt.Sprint(n)), &x)
-			return &x
-		}
-		str := func(s string) *string { return &s }
 		phones := []string{provider.TestPhoneSuccess, provider.TestPhoneFailed, provider.TestPhoneCancelled,
 			provider.TestPhoneNoPayer, "+221771234567", "+221771234568"}
 		counts := map[string]int{}
@@ -60,8 +48,8 @@ func TestLedgerDay(t *testing.T) {
 				prov := []string{"channel_a", "channel_b", "channel_c"}[rng.IntN(3)]
 				var tx *xaalis.Transaction
 				tx, err = e.app.CreatePayment(ctx, m.p, xaalis.PaymentInput{
-					MerchantRef: str(fmt.Sprint("day-", step)), Amount: num(500 + rng.IntN(20000)), Provider: str(prov),
-					PayerPhone: str(phones[rng.IntN(len(phones))]), SuccessURL: str("https://s.example/ok"), FailedURL: str("https://s.example/ko"),
+					MerchantRef: text(fmt.Sprint("day-", step)), Amount: amount(500 + rng.IntN(20000)), Provider: text(prov),
+					PayerPhone: text(phones[rng.IntN(len(phones))]), SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko"),
 					ExpiresIn: func() *int64 { v := int64(600); return &v }(),
 				})
 				if err == nil && tx.Status == xaalis.StatusSuccess {
@@ -89,21 +77,21 @@ func TestLedgerDay(t *testing.T) {
 					from = m.paidA
 				}
 				_, err = e.app.CreateRefund(ctx, m.p, fmt.Sprint("rf-", step), xaalis.RefundInput{
-					TransactionID: str(from[rng.IntN(len(from))]), Amount: num(100 + rng.IntN(12000))})
+					TransactionID: text(from[rng.IntN(len(from))]), Amount: amount(100 + rng.IntN(12000))})
 			case k < 8:
 				op = "payout"
 				prov := []string{"channel_a", "channel_b"}[rng.IntN(2)]
 				_, err = e.app.CreatePayout(ctx, m.p, fmt.Sprint("po-", step), xaalis.PayoutInput{
-					MerchantRef: str(fmt.Sprint("po-", step)), Amount: num(200 + rng.IntN(5000)), Provider: str(prov),
+					MerchantRef: text(fmt.Sprint("po-", step)), Amount: amount(200 + rng.IntN(5000)), Provider: text(prov),
 					Recipient: &struct {
 						Phone *string `json:"phone"`
 						Name  *string `json:"name"`
-					}{Phone: str(phones[rng.IntN(len(phones))])}})
+					}{Phone: text(phones[rng.IntN(len(phones))])}})
 			case k < 9:
 				op = "payout request"
 				var pr *xaalis.PayoutRequest
-				pr, err = e.app.SubmitPayoutRequest(ctx, m.p, xaalis.PayoutRequestInput{Amount: num(1000 + rng.IntN(10000)),
-					DestinationPhone: str("+221771112233")})
+				pr, err = e.app.SubmitPayoutRequest(ctx, m.p, xaalis.PayoutRequestInput{Amount: amount(1000 + rng.IntN(10000)),
+					DestinationPhone: text("+221771112233")})
 				if err == nil {
 					m.requests = append(m.requests, pr.ID)
 				}

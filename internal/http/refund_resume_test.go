@@ -2,10 +2,7 @@ package http_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net/netip"
-	"strconv"
 	"testing"
 
 	"github.com/xaalis/xaalis/internal/provider"
@@ -24,23 +21,14 @@ func TestRefundResumedAfterFullRefund(t *testing.T) {
 		e := newEnv(t, b.open(t))
 		ctx := context.Background()
 		_, keys := e.merchant()
-		p, err := e.app.Authenticate(ctx, keys.SecretTest, netip.MustParseAddr("127.0.0.1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		num := func(n int) *xaalis.Number {
-			var x xaalis.Number
-			_ = json.Unmarshal([]byte(strconv.Itoa(n)), &x)
-			return &x
-		}
-		str := func(s string) *string { return &s }
-		pay, err := e.app.CreatePayment(ctx, p, xaalis.PaymentInput{MerchantRef: str("resume-1"), Amount: num(5000),
-			Provider: str("channel_a"), PayerPhone: str(provider.TestPhoneSuccess),
-			SuccessURL: str("https://s.example/ok"), FailedURL: str("https://s.example/ko")})
+		p := e.principal(keys.SecretTest)
+		pay, err := e.app.CreatePayment(ctx, p, xaalis.PaymentInput{MerchantRef: text("resume-1"), Amount: amount(5000),
+			Provider: text("channel_a"), PayerPhone: text(provider.TestPhoneSuccess),
+			SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko")})
 		if err != nil || pay.Status != xaalis.StatusSuccess {
 			t.Fatalf("payment: %+v, %v", pay, err)
 		}
-		in := xaalis.RefundInput{TransactionID: str(pay.ID), Amount: num(5000)}
+		in := xaalis.RefundInput{TransactionID: text(pay.ID), Amount: amount(5000)}
 		first, err := e.app.CreateRefund(ctx, p, "rf-resume", in)
 		if err != nil {
 			t.Fatal(err)
