@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"math"
@@ -388,6 +389,14 @@ func TestBenchServerProcess(t *testing.T) {
 			}
 		})
 	}
+	// The bench's merchants are encrypted under the operator's key file
+	// (here the test binary's XAALIS_SECRET_KEY_FILE), which serve opens
+	// the database with: not under a key of the run's own, gone with it.
+	store, err := openStore(withKeySetup(context.Background(), keySetup{file: testKeyFile()}), "sqlite://"+filepath.Join(dir, "bench.db"))
+	if err != nil {
+		t.Fatalf("open the database as serve would after the run: %v", err)
+	}
+	store.Close()
 	// The server stopped with the run, its instance row gone with it, and
 	// its payments are in the database.
 	sq, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "bench.db"))

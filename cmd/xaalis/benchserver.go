@@ -63,10 +63,25 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 		cleanup()
 		return nil, fmt.Errorf("bench configuration: %w", err)
 	}
-	configPath, keyPath := filepath.Join(dir, "config.json"), filepath.Join(dir, "secret.key")
+	configPath := filepath.Join(dir, "config.json")
 	if err := os.WriteFile(configPath, b, 0o600); err != nil {
 		cleanup()
 		return nil, err
+	}
+	// The server and the bench's own store read the database's secrets
+	// with the operator's key file, as serve and `xaalis merchant create`
+	// beside it would (XAALIS_SECRET_KEY_FILE, or secret.key in the data
+	// directory), made here on first use before two processes could both
+	// make it. A key file of the run's own, deleted with it, would leave
+	// the bench's merchants encrypted under a lost key, and serve, or the
+	// next run, refusing the database.
+	keyPath := keySetupFrom(ctx).file
+	if keyPath == "" {
+		keyPath = defaultKeyFile(o.dbURL)
+	}
+	if _, err := loadKeyring(withKeyFile(ctx, keyPath), o.dbURL); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("secret key file: %w", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
