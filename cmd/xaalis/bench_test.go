@@ -397,6 +397,18 @@ func TestBenchServerProcess(t *testing.T) {
 		t.Fatalf("open the database as serve would after the run: %v", err)
 	}
 	store.Close()
+	// Without XAALIS_SECRET_KEY_FILE, the data directory's key file:
+	// secret.key beside the SQLite database, made by the run.
+	other := filepath.Join(dir, "data", "bench.db")
+	benchRunEnv(t, envOf("XAALIS_SECRET_KEY_FILE", ""), "--database-url", "sqlite://"+other, "--server-process",
+		"--scenario", "create-payment", "--floors=false", "--target-check=false", "--duration", "200ms", "--warmup", "0s", "--concurrency", "2")
+	if store, err = openStore(context.Background(), "sqlite://"+other); err != nil {
+		t.Fatalf("open the database as serve would after a run without XAALIS_SECRET_KEY_FILE: %v", err)
+	}
+	store.Close()
+	if _, err := os.Stat(filepath.Join(dir, "data", "secret.key")); err != nil {
+		t.Errorf("the data directory's key file: %v", err)
+	}
 	// The server stopped with the run, its instance row gone with it, and
 	// its payments are in the database.
 	sq, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "bench.db"))
