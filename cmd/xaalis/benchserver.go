@@ -75,14 +75,12 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 	// make it. A key file of the run's own, deleted with it, would leave
 	// the bench's merchants encrypted under a lost key, and serve, or the
 	// next run, refusing the database.
-	keyPath := keySetupFrom(ctx).file
-	if keyPath == "" {
-		keyPath = defaultKeyFile(o.dbURL)
-	}
-	if _, err := loadKeyring(withKeyFile(ctx, keyPath), o.dbURL); err != nil {
+	ki, err := loadKeyring(ctx, o.dbURL)
+	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("secret key file: %w", err)
 	}
+	keyPath := ki.keyring.Path()
 	exe, err := os.Executable()
 	if err != nil {
 		cleanup()
