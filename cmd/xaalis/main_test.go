@@ -103,10 +103,17 @@ func testKeyFile() string {
 // noEnv is an empty environment.
 var noEnv = envOf()
 
-// cli runs a command to its end.
+// cli runs a command to its end. The deadline only guards against a hang:
+// a bench run measures a dozen phases, and under the race detector with
+// every package's tests sharing two CPUs it has taken more than 30 s
+// (TestBenchShortRun, 9 s alone), so bench gets more time.
 func cli(t *testing.T, getenv func(string) string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	timeout := 30 * time.Second
+	if len(args) > 0 && args[0] == "bench" {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var o, e testutil.SyncBuffer
 	err = run(ctx, args, getenv, &o, &e)
