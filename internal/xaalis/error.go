@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -276,8 +277,14 @@ func E(code Code, kv ...any) *Error {
 // ValidationErrors collects per-field messages; Err returns nil when empty.
 type ValidationErrors map[string][]string
 
-// Add records one message for a field.
-func (v ValidationErrors) Add(field, msg string) { v[field] = append(v[field], msg) }
+// Add records one message for a field, once: two checks that find the
+// same fault (the metadata's key count, on the request and on what it
+// keeps) tell the client once.
+func (v ValidationErrors) Add(field, msg string) {
+	if !slices.Contains(v[field], msg) {
+		v[field] = append(v[field], msg)
+	}
+}
 
 // Err returns a validation_error carrying the fields, or nil.
 func (v ValidationErrors) Err() error {
