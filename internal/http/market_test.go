@@ -268,6 +268,12 @@ func TestSplits(t *testing.T) {
 		if _, err := e.app.UpdateMerchant(context.Background(), dID, xaalis.MerchantUpdate{Status: &st}); err != nil {
 			t.Fatal(err)
 		}
+		// A merchant still pending (not yet activated) is not active either.
+		pendingID, _ := e.merchant()
+		pst := xaalis.MerchantPending
+		if _, err := e.app.UpdateMerchant(context.Background(), pendingID, xaalis.MerchantUpdate{Status: &pst}); err != nil {
+			t.Fatal(err)
+		}
 		split := func(payID, idem, items string) *response {
 			return e.do(call{method: "POST", path: "/v1/payments/" + payID + "/splits", key: keys.SecretTest, idem: idem,
 				body: `{"items":[` + items + `]}`, invalid: true})
@@ -287,9 +293,11 @@ func TestSplits(t *testing.T) {
 			}
 		})
 		t.Run("ErrBeneficiaryNotActive", func(t *testing.T) {
-			r := split(p.ID, "s-2", item(dID, 100)).want(t, 422, xaalis.EBeneficiaryNotActive)
-			if r.err.Context["beneficiary_merchant_id"] != dID {
-				t.Fatalf("context %v", r.err.Context)
+			for i, ben := range []string{dID, pendingID} {
+				r := split(p.ID, fmt.Sprintf("s-2-%d", i), item(ben, 100)).want(t, 422, xaalis.EBeneficiaryNotActive)
+				if r.err.Context["beneficiary_merchant_id"] != ben {
+					t.Fatalf("context %v", r.err.Context)
+				}
 			}
 		})
 		t.Run("OKThenExceeds", func(t *testing.T) {

@@ -119,7 +119,9 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 		} else if err != nil {
 			return nil, err
 		}
-		if b.Status == MerchantSuspended || b.Status == MerchantClosed {
+		// "The beneficiary merchant must be active": suspended and closed,
+		// which the error's row names, and pending, not yet activated.
+		if b.Status != MerchantActive {
 			return nil, E(EBeneficiaryNotActive, "beneficiary_merchant_id", b.ID)
 		}
 		if b.SettlementCurrency != pay.LedgerAmount().Currency {
