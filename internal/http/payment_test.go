@@ -243,6 +243,20 @@ func TestPaymentValidation(t *testing.T) {
 				t.Fatalf("context: %v", r.err.Context)
 			}
 		})
+		t.Run("ErrPayoutAmountLimits", func(t *testing.T) {
+			// The merchant's floor and ceiling bound payouts too, checked
+			// before the balance (this merchant has none).
+			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "vpo-min",
+				body: payoutBody("vpo-min", 120, "channel_a", "+221771112233")}).want(t, 422, xaalis.EAmountBelowMerchantMinimum)
+			if ctxOf(r, "minimum") != float64(150) || ctxOf(r, "currency") != "XOF" {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+			r = e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "vpo-max",
+				body: payoutBody("vpo-max", 100001, "channel_a", "+221771112233")}).want(t, 422, xaalis.EAmountAboveMerchantMaximum)
+			if ctxOf(r, "maximum") != float64(100000) {
+				t.Fatalf("context: %v", r.err.Context)
+			}
+		})
 		t.Run("ErrDailyLimitExceeded", func(t *testing.T) {
 			post(keys.SecretTest, `"provider":"channel_c","payer":{"phone":"+221771234500"}`, 10000).want(t, 201, "")
 			r := post(keys.SecretTest, `"provider":"channel_c","payer":{"phone":"+221771234501"}`, 6000).want(t, 422, xaalis.EDailyLimitExceeded)

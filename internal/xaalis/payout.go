@@ -133,7 +133,13 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	if spec.MinAmount > 0 && xof < spec.MinAmount {
 		return nil, E(EAmountBelowProviderMinimum, "minimum", spec.MinAmount, "provider", provider, "currency", string(XOF))
 	}
-	if l := a.Config.LimitsFor(m.ID); l.MaxAmount > 0 && xof > l.MaxAmount {
+	// The merchant's per-transaction floor and ceiling bound its payouts as
+	// its payments ("Payment and payout validation").
+	l := a.Config.LimitsFor(m.ID)
+	if l.MinAmount > 0 && xof < l.MinAmount {
+		return nil, E(EAmountBelowMerchantMinimum, "minimum", l.MinAmount, "currency", string(XOF))
+	}
+	if l.MaxAmount > 0 && xof > l.MaxAmount {
 		return nil, E(EAmountAboveMerchantMaximum, "maximum", l.MaxAmount, "currency", string(XOF))
 	}
 	now := a.now()
