@@ -119,3 +119,23 @@ func TestDocsNodeReceiver(t *testing.T) {
 		t.Fatalf("fulfilled %d times, want once:\n%s", fulfilled, out.String())
 	}
 }
+
+// TestDocsEventTypes: the guide's "Event types" names every event an
+// endpoint may subscribe to, so a merchant choosing `events` from it
+// misses none.
+func TestDocsEventTypes(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/webhooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Event types\n")
+	if !ok {
+		t.Fatal("no Event types section in docs/webhooks.md")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, typ := range xaalis.EventTypes {
+		if !strings.Contains(section, "`"+typ+"`") {
+			t.Errorf("docs/webhooks.md's Event types does not name %s", typ)
+		}
+	}
+}
