@@ -102,6 +102,19 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 		}
 	}
 
+	// A second request with a key this process is running answers 409 at
+	// once (spec: "Key in flight (concurrent request)"). Without this, a
+	// command done in one transaction never shows its claim before its
+	// COMMIT, and the second request waited for it to replay its answer.
+	// The key stays held until its answer is stored (the deferred function
+	// below runs first); requests to another process meet the claim in the
+	// database as before.
+	if _, busy := s.inFlight.LoadOrStore(st.scope, struct{}{}); busy {
+		writeClaimOutcome(w, r, xaalis.ClaimResult{Outcome: xaalis.ClaimInFlight})
+		return
+	}
+	defer s.inFlight.Delete(st.scope)
+
 	st.claim = &xaalis.PendingClaim{Claim: claim}
 	rec2 := &teeWriter{ResponseWriter: w}
 	ctx := xaalis.WithPendingClaim(context.WithValue(r.Context(), ctxIdempotency, st), st.claim)

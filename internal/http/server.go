@@ -106,6 +106,9 @@ type Server struct {
 	stopStreams context.CancelFunc
 	// Addresses past the failed-auth limit, until their window ends.
 	authBlocked blockList
+	// inFlight holds the Idempotency-Keys (xaalis.IdempotencyScope) of the
+	// requests this process is running: see idempotent.
+	inFlight sync.Map
 }
 
 // NewServer builds the API over app. reg may be nil; when set, request
