@@ -442,6 +442,69 @@ func TestIdempotencyKeyClaimedAfterFirstLook(t *testing.T) {
 	})
 }
 
+// heldStore, once armed, holds its next write transaction until
+// released, so that a request stays in flight for as long as a test needs.
+type heldStore struct {
+	xaalis.Store
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *heldStore) Update(ctx context.Context, fn func(xaalis.Tx) error) error {
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.entered)
+		<-s.release
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// TestIdempotencyKeyInFlight: a request with the Idempotency-Key of one
+// still running answers 409 idempotency_conflict at once (spec: "Key in
+// flight (concurrent request)"), even when the running one's command is a
+// single transaction whose claim nothing can see before its COMMIT; once
+// the first has answered, the key replays.
+func TestIdempotencyKeyInFlight(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		held := &heldStore{Store: b.open(t), entered: make(chan struct{}), release: make(chan struct{})}
+		e := newEnv(t, held)
+		_, keys := e.merchant()
+		post := func() *response {
+			return e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "in-flight-1", body: planBody})
+		}
+		held.armed.Store(true)
+		// Released however the test ends, so that the server can stop.
+		release := sync.OnceFunc(func() { close(held.release) })
+		defer release()
+		firstDone := make(chan *response, 1)
+		go func() { firstDone <- post() }()
+		<-held.entered // the first request's command is waiting to run
+		secondDone := make(chan *response, 1)
+		go func() { secondDone <- post() }()
+		var second *response
+		select {
+		case second = <-secondDone:
+		case <-time.After(30 * time.Second): // a hang guard, not a speed measure
+			t.Fatal("the second request waited for the first instead of answering 409")
+		}
+		second.want(t, 409, xaalis.EIdempotencyConflict)
+		if !strings.Contains(second.err.Message, "in flight") {
+			t.Fatalf("second request: %s", second.body)
+		}
+		release()
+		first := (<-firstDone).want(t, 201, "")
+		if first.header.Get("Idempotent-Replay") != "" {
+			t.Fatal("the first request answered as a replay")
+		}
+		post().want(t, 201, "").replayOf(t, first)
+		var list []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/plans?per_page=100", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+		if len(list) != 1 {
+			t.Fatalf("%d plans, want 1", len(list))
+		}
+	})
+}
+
 // concurrentPosts fires n identical POSTs with one key, spread over the
 // servers, and returns how many ran the action (201 without replay). Every
 // other answer must be a replay or an in-flight conflict.
