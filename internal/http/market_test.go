@@ -200,6 +200,44 @@ func TestDisputes(t *testing.T) {
 // all of it, leaving available negative (a debt, as a refund's); winning
 // settles the debt first; losing leaves the debt, which the next payments
 // recover before any payout is possible.
+// TestDisputeEventsReachCallbackURL: every event of a disputed payment's
+// disputes (opened, responded, decided) is delivered to the payment's
+// callback_url, as the payment's own events are.
+func TestDisputeEventsReachCallbackURL(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		admin, token := adminEnv(t, e)
+		const hook = "https://shop.example/hook"
+		_, p := e.pay(t, keys.SecretTest, "dcb-1", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+
+			provider.TestPhoneSuccess+`"},"callback_url":"`+hook+`"`)
+		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p.ID+`","reason":"not received"}`)
+		if st != 201 {
+			t.Fatalf("open dispute: %d %v", st, out)
+		}
+		id := out["data"].(map[string]any)["id"].(string)
+		e.do(call{method: "POST", path: "/v1/disputes/" + id + "/respond", key: keys.SecretTest, idem: "dcb-r",
+			body: `{"merchant_response":"delivered on the 3rd"}`}).want(t, 200, "")
+		if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes/"+id+"/decide", `{"outcome":"won"}`); st != 200 {
+			t.Fatalf("decide: %d %v", st, out)
+		}
+		for _, typ := range []string{xaalis.EventDisputeOpened, xaalis.EventDisputeResponded, xaalis.EventDisputeWon} {
+			var evs []struct{ ID string }
+			e.do(call{method: "GET", path: "/v1/events?type=" + typ, key: keys.SecretTest}).want(t, 200, "").data(t, &evs)
+			if len(evs) != 1 {
+				t.Fatalf("%s: %d events", typ, len(evs))
+			}
+			var ev struct {
+				Deliveries []struct{ URL string }
+			}
+			e.do(call{method: "GET", path: "/v1/events/" + evs[0].ID, key: keys.SecretTest}).want(t, 200, "").data(t, &ev)
+			if len(ev.Deliveries) != 1 || ev.Deliveries[0].URL != hook {
+				t.Errorf("%s: deliveries %+v, want one to %s", typ, ev.Deliveries, hook)
+			}
+		}
+	})
+}
+
 func TestDisputeShortfall(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))

@@ -212,6 +212,11 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 	if err != nil {
 		return nil, err
 	}
+	// The payment's callback_url gets its disputes' events, this one too.
+	pay, err := a.Store.Transaction(ctx, d.MerchantID, d.TransactionID)
+	if err != nil {
+		return nil, fmt.Errorf("read disputed payment: %w", err)
+	}
 	var out *Dispute
 	err = a.update(ctx, func(tx Tx) error {
 		cur, err := tx.DisputeForUpdate(ctx, d.ID)
@@ -226,7 +231,7 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 		if err := tx.UpdateDispute(ctx, cur); err != nil {
 			return err
 		}
-		if err := a.disputeEvent(ctx, tx, cur, EventDisputeResponded, ""); err != nil {
+		if err := a.disputeEvent(ctx, tx, cur, EventDisputeResponded, pay.CallbackURL); err != nil {
 			return err
 		}
 		out = cur
