@@ -370,3 +370,35 @@ func cookie(b *browser, e *env, name string) string {
 	}
 	return ""
 }
+
+// TestOverviewAmounts: the overview's table of today's payments gives
+// each status's count and amount, not the successful ones' alone.
+func TestOverviewAmounts(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk testutil.Backend) {
+		e := newEnv(t, bk.Open(t))
+		e.pay("ov-ok", 30000)
+		st, out := e.apiCall("POST", "/v1/payments", e.keys.SecretTest, `{"merchant_ref":"ov-failed","amount":2000,"provider":"channel_a",
+			"payer":{"phone":"`+provider.TestPhoneFailed+`"},"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`)
+		if d := dataOf(out); st != http.StatusCreated || d["status"] != "failed" {
+			t.Fatalf("failed payment: %d %v", st, out)
+		}
+		b := e.browser()
+		b.mustSignIn()
+		home := b.get("/console/").body
+		for _, cell := range []string{`data-status="success">1<br><small>`, `data-status="failed">1<br><small>`} {
+			contains(t, "overview", home, cell)
+		}
+		// The failed cell names 2 000 XOF (whatever the locale's grouping).
+		_, failed, _ := strings.Cut(home, `data-status="failed">`)
+		failed, _, _ = strings.Cut(failed, "</td>")
+		if digits := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return r
+			}
+			return -1
+		}, failed); digits != "12000" || !strings.Contains(failed, "XOF") {
+			t.Fatalf("failed cell %q", failed)
+		}
+		lacks(t, "overview", home, `data-status="cancelled">0<br>`)
+	})
+}
