@@ -524,7 +524,7 @@ func TestSubscriptions(t *testing.T) {
 		t.Run("OKFailedPeriodsExpire", func(t *testing.T) {
 			var s subRecord
 			create("sub-2", planID, custID, `,"provider":"channel_b"`).want(t, 201, "").data(t, &s)
-			for attempt := 1; attempt <= xaalis.SubscriptionMaxAttempts; attempt++ {
+			for attempt := 1; attempt <= xaalis.DefaultSubscriptionMaxAttempts; attempt++ {
 				e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
 				e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + s.LatestPaymentID + "/simulate", key: keys.SecretTest,
 					idem: fmt.Sprint("fail-", attempt), body: `{"outcome":"failed"}`}).want(t, 200, "")
@@ -533,7 +533,7 @@ func TestSubscriptions(t *testing.T) {
 			}
 			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
 			if s.Status != "expired" {
-				t.Fatalf("after %d failed payments: %+v", xaalis.SubscriptionMaxAttempts, s)
+				t.Fatalf("after %d failed payments: %+v", xaalis.DefaultSubscriptionMaxAttempts, s)
 			}
 			r := e.do(call{method: "POST", path: "/v1/subscriptions/" + s.ID + "/cancel-at-period-end", key: keys.SecretTest, idem: "cape-x"}).
 				want(t, 422, xaalis.ESubscriptionAlreadyInStatus)
@@ -586,4 +586,70 @@ func TestSplitsAcrossProcesses(t *testing.T) {
 	if ok.Load() != 10 || over.Load() != 10 {
 		t.Fatalf("%d splits accepted, %d refused; want 10 and 10", ok.Load(), over.Load())
 	}
+}
+
+// TestConfiguredRetriesAndResponseWindow: a subscription period's payment
+// attempts, the wait between them and a dispute's response window come
+// from the configuration.
+func TestConfiguredRetriesAndResponseWindow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+			cfg := *a.Config
+			cfg.SubscriptionMaxAttempts, cfg.SubscriptionRetrySeconds, cfg.DisputeResponseSeconds = 2, 3600, 2*86400
+			a.Config = &cfg
+		})
+		_, keys := e.merchant()
+		admin, token := adminEnv(t, e)
+		ctx := context.Background()
+
+		// The dispute is due two days after it opens.
+		_, p := e.pay(t, keys.SecretTest, "cfg-d", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p.ID+`","reason":"not received"}`)
+		if st != 201 {
+			t.Fatalf("open dispute: %d %v", st, out)
+		}
+		d := out["data"].(map[string]any)
+		created, err1 := time.Parse(time.RFC3339Nano, d["created_at"].(string))
+		due, err2 := time.Parse(time.RFC3339Nano, d["due_by"].(string))
+		if err1 != nil || err2 != nil || due.Sub(created) != 48*time.Hour {
+			t.Fatalf("dispute created %v, due %v (%v %v)", d["created_at"], d["due_by"], err1, err2)
+		}
+
+		// Two failed payments a period, an hour apart, then it expires.
+		var plan struct{ ID string }
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "cfg-plan",
+			body: `{"name":"Box","amount":5000,"interval":"month"}`}).want(t, 201, "").data(t, &plan)
+		e.pay(t, keys.SecretTest, "cfg-cust", `"payer":{"phone":"+221771234567"}`)
+		var customers []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		var s subRecord
+		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "cfg-sub",
+			body: `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `","provider":"channel_b"}`}).want(t, 201, "").data(t, &s)
+		fail := func(attempt int) {
+			t.Helper()
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+			e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + s.LatestPaymentID + "/simulate", key: keys.SecretTest,
+				idem: fmt.Sprint("cfg-fail-", attempt), body: `{"outcome":"failed"}`}).want(t, 200, "")
+		}
+		fail(1)
+		first := s.LatestPaymentID
+		e.clock.Advance(59 * time.Minute)
+		e.app.RenewDue(ctx, 10)
+		e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+		if s.Status != "active" || s.LatestPaymentID != first {
+			t.Fatalf("asked again before the hour: %+v", s)
+		}
+		e.clock.Advance(2 * time.Minute)
+		e.app.RenewDue(ctx, 10)
+		fail(2)
+		if s.LatestPaymentID == first {
+			t.Fatalf("not asked again after the hour: %+v", s)
+		}
+		e.clock.Advance(61 * time.Minute)
+		e.app.RenewDue(ctx, 10)
+		e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+		if s.Status != "expired" {
+			t.Fatalf("after 2 failed payments: %+v", s)
+		}
+	})
 }

@@ -44,6 +44,15 @@ type Config struct {
 	PaymentExpirySeconds int `json:"payment_expiry_seconds"`
 	// ReconcileAfterSeconds: a payment pending this long is polled.
 	ReconcileAfterSeconds int `json:"reconcile_after_seconds"`
+	// DisputeResponseSeconds is how long a merchant has to answer a
+	// dispute before it is lost (0: DefaultDisputeResponseWindow).
+	DisputeResponseSeconds int `json:"dispute_response_seconds"`
+	// SubscriptionMaxAttempts: payments asked a subscription's period
+	// before it expires (0: DefaultSubscriptionMaxAttempts).
+	SubscriptionMaxAttempts int `json:"subscription_max_attempts"`
+	// SubscriptionRetrySeconds: the wait before a failed period's payment
+	// is asked again (0: DefaultSubscriptionRetryDelay).
+	SubscriptionRetrySeconds int `json:"subscription_retry_seconds"`
 	// Publishable bounds what public keys may start.
 	Publishable PublishableLimits `json:"publishable"`
 }
@@ -284,6 +293,9 @@ func (c *Config) check() error {
 	if c.ReconcileAfterSeconds <= 0 {
 		c.ReconcileAfterSeconds = 300
 	}
+	if c.DisputeResponseSeconds < 0 || c.SubscriptionMaxAttempts < 0 || c.SubscriptionRetrySeconds < 0 {
+		return fmt.Errorf("dispute_response_seconds, subscription_max_attempts and subscription_retry_seconds must be at least 0 (0: the default)")
+	}
 	if c.Publishable.PerAddressPerMinute == 0 {
 		c.Publishable.PerAddressPerMinute = 20
 	}
@@ -291,6 +303,32 @@ func (c *Config) check() error {
 		c.Publishable.PerPhonePerHour = 5
 	}
 	return nil
+}
+
+// DisputeResponseWindow is how long a merchant has to answer a dispute.
+func (c *Config) DisputeResponseWindow() time.Duration {
+	if c == nil || c.DisputeResponseSeconds <= 0 {
+		return DefaultDisputeResponseWindow
+	}
+	return time.Duration(c.DisputeResponseSeconds) * time.Second
+}
+
+// SubscriptionAttempts is how many payments a subscription's period asks
+// before the subscription expires.
+func (c *Config) SubscriptionAttempts() int {
+	if c == nil || c.SubscriptionMaxAttempts <= 0 {
+		return DefaultSubscriptionMaxAttempts
+	}
+	return c.SubscriptionMaxAttempts
+}
+
+// SubscriptionRetryDelay is the wait before a failed period's payment is
+// asked again.
+func (c *Config) SubscriptionRetryDelay() time.Duration {
+	if c == nil || c.SubscriptionRetrySeconds <= 0 {
+		return DefaultSubscriptionRetryDelay
+	}
+	return time.Duration(c.SubscriptionRetrySeconds) * time.Second
 }
 
 // UnavailableRoutes lists the live routes that cannot be used, by

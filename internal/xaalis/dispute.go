@@ -23,13 +23,15 @@ const (
 
 // Dispute limits (spec: Limits).
 const (
-	DisputeResponseWindow    = 7 * 24 * time.Hour
-	DisputeMaxEvidence       = 20
-	DisputeMaxEvidenceLen    = 500
-	DisputeMaxResponseLen    = 2000
-	DisputeDefaultPerPage    = 20
-	DisputeMaxPerPage        = 100
-	disputeReferenceAlphabet = referenceAlphabet
+	// DefaultDisputeResponseWindow: the configuration's
+	// dispute_response_seconds, when it sets none.
+	DefaultDisputeResponseWindow = 7 * 24 * time.Hour
+	DisputeMaxEvidence           = 20
+	DisputeMaxEvidenceLen        = 500
+	DisputeMaxResponseLen        = 2000
+	DisputeDefaultPerPage        = 20
+	DisputeMaxPerPage            = 100
+	disputeReferenceAlphabet     = referenceAlphabet
 )
 
 // MarshalJSON renders the dispute record.
@@ -131,7 +133,7 @@ func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute,
 	now := a.now()
 	d := &Dispute{ID: a.NewID(), MerchantID: pay.MerchantID, Mode: pay.Mode, Reference: "DSP-" + RandomString(16, disputeReferenceAlphabet),
 		TransactionID: pay.ID, Amount: amount, LedgerAmount: led, Reason: strings.TrimSpace(in.Reason), Status: DisputeNeedsResponse,
-		DueBy: now.Add(DisputeResponseWindow), ProviderEventID: in.ProviderEventID, CreatedAt: now, UpdatedAt: now}
+		DueBy: now.Add(a.Config.DisputeResponseWindow()), ProviderEventID: in.ProviderEventID, CreatedAt: now, UpdatedAt: now}
 	// The disputed money is held in reserved, taken from available whatever
 	// it holds: what available cannot give (the shortfall) is a debt, the
 	// same as a refund's, recovered from the next credits or settled by a

@@ -20,12 +20,13 @@ const (
 	EventSubscriptionExpired          = "subscription.expired"
 )
 
-// Subscription retries: a period's payment that fails is asked again a day
-// later, up to SubscriptionMaxAttempts payments a period; then the
-// subscription expires.
+// Subscription retries, when the configuration sets none
+// (subscription_max_attempts, subscription_retry_seconds): a period's
+// payment that fails is asked again a day later, up to three payments a
+// period; then the subscription expires.
 const (
-	SubscriptionMaxAttempts = 3
-	SubscriptionRetryDelay  = 24 * time.Hour
+	DefaultSubscriptionMaxAttempts = 3
+	DefaultSubscriptionRetryDelay  = 24 * time.Hour
 )
 
 // MarshalJSON renders the subscription record.
@@ -259,14 +260,14 @@ func (a *App) onSubscriptionPayment(ctx context.Context, tx Tx, t *Transaction, 
 
 func (a *App) subscriptionPaymentFailed(ctx context.Context, tx Tx, s *Subscription) error {
 	s.FailedAttempts++
-	if s.FailedAttempts >= SubscriptionMaxAttempts {
+	if s.FailedAttempts >= a.Config.SubscriptionAttempts() {
 		s.Status = SubscriptionExpired
 		if err := tx.UpdateSubscription(ctx, s); err != nil {
 			return err
 		}
 		return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
 	}
-	s.NextActionAt = a.now().Add(SubscriptionRetryDelay)
+	s.NextActionAt = a.now().Add(a.Config.SubscriptionRetryDelay())
 	if err := tx.UpdateSubscription(ctx, s); err != nil {
 		return err
 	}
