@@ -103,3 +103,63 @@ func TestStoreCounters(t *testing.T) {
 		t.Errorf("statements: +%v, want at least the merchant's and its keys' inserts", d)
 	}
 }
+
+// TestRouteUpSimulators: with no live route configured (the default
+// serve), xaalis_provider_route_up still reports each enabled provider,
+// through its test-mode simulator, as up; a live-only installation has no
+// simulators to report.
+func TestRouteUpSimulators(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	app := xaalis.NewApp(s)
+	cfg, err := xaalis.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.Config = cfg
+	app.Gateway = provider.New(cfg, provider.Options{})
+	routes := func() map[string]float64 {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(&metrics.Collector{App: app})
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "xaalis_provider_route_up" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				var pr, rt string
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "provider":
+						pr = l.GetValue()
+					case "route":
+						rt = l.GetValue()
+					}
+				}
+				out[pr+"/"+rt] = m.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	got := routes()
+	for _, p := range []string{"channel_a", "channel_b", "channel_c"} {
+		if got[p+"/simulator"] != 1 {
+			t.Errorf("%s/simulator: %v (all: %v)", p, got[p+"/simulator"], got)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("route_up series %v, want the three simulators", got)
+	}
+	app.LiveOnly = true
+	if got := routes(); len(got) != 0 {
+		t.Errorf("live-only: %v, want none", got)
+	}
+}

@@ -18,6 +18,8 @@ package metrics
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,9 +93,12 @@ var (
 	descCheckTime = prometheus.NewDesc("xaalis_ledger_check_timestamp_seconds",
 		"When the last ledger check ran (Unix time).", nil, nil)
 	descRouteUp = prometheus.NewDesc("xaalis_provider_route_up",
-		"1 when a live provider route's circuit breaker is closed, 0 when it is open or half open (probing a route that failed); this process's breakers.",
+		"1 when a live provider route's circuit breaker is closed, 0 when it is open or half open (probing a route that failed); this process's breakers. Test mode's in-process simulators (route simulator) are always 1.",
 		[]string{"provider", "route"}, nil)
 )
+
+// simulatorRoute is the route label of test mode's in-process simulators.
+const simulatorRoute = "simulator"
 
 // Describe sends the series' descriptions.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -115,6 +120,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				up = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descRouteUp, prometheus.GaugeValue, up, r.Provider, r.Route)
+		}
+		// Test mode reaches each enabled provider through its in-process
+		// simulator (route "simulator" in xaalis_provider_requests_total),
+		// which has no breaker and cannot be down.
+		if !c.App.LiveOnly && c.App.Config != nil {
+			for _, name := range slices.Sorted(maps.Keys(c.App.Config.Providers)) {
+				if c.App.Config.Providers[name].Enabled {
+					ch <- prometheus.MustNewConstMetric(descRouteUp, prometheus.GaugeValue, 1, name, simulatorRoute)
+				}
+			}
 		}
 	}
 	timeout := c.Timeout
