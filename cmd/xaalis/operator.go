@@ -16,7 +16,7 @@ import (
 func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("operator token create", stderr)
 	db := databaseFlag(fs, getenv)
-	name := fs.String("name", "", "who or what the token is for (required)")
+	name := fs.String("name", "", "who or what the token is for, shown in the audit log (default: $USER, else \"operator\")")
 	expiresIn := fs.Duration("expires-in", 0, "the token ends after this long (720h); default: never")
 	expiresAt := fs.String("expires-at", "", "the token ends at this time, RFC 3339; default: never")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -24,7 +24,11 @@ func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(stri
 		return usageError{err.Error()}
 	}
 	if *name == "" {
-		return usagef("operator token create: --name is required")
+		// The guides and the README make a token with the bare command: the
+		// audit log then names who ran it.
+		if *name = getenv("USER"); *name == "" {
+			*name = "operator"
+		}
 	}
 	var expiry *time.Time
 	switch {

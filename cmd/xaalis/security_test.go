@@ -32,6 +32,32 @@ func TestReturnHostsCLI(t *testing.T) {
 // TestOperatorTokenCLI: create with an expiry, list, revoke; the admin API
 // refuses the revoked token; the audit log names the token of each admin
 // action and `audit list` shows it.
+// TestOperatorTokenCreateBare: `xaalis operator token create` alone, as
+// the README and the guides write it, makes a token named after the user
+// who ran it ($USER, else "operator").
+func TestOperatorTokenCreateBare(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db string) {
+		var bare struct{ Name, Token string }
+		withUser := func(k string) string {
+			if k == "USER" {
+				return "awa"
+			}
+			return noEnv(k)
+		}
+		out := mustCLI(t, withUser, "operator", "token", "create", "--database-url", db, "--json")
+		if err := json.Unmarshal([]byte(out), &bare); err != nil || !strings.HasPrefix(bare.Token, "xop_") || bare.Name != "awa" {
+			t.Fatalf("create without --name: %v %s", err, out)
+		}
+		out = mustCLI(t, noEnv, "operator", "token", "create", "--database-url", db, "--json")
+		if err := json.Unmarshal([]byte(out), &bare); err != nil || bare.Name != "operator" {
+			t.Fatalf("create without --name or USER: %v %s", err, out)
+		}
+		if out := mustCLI(t, noEnv, "operator", "token", "create", "--database-url", db); !strings.Contains(out, "xop_") {
+			t.Fatalf("create, text: %s", out)
+		}
+	})
+}
+
 func TestOperatorTokenCLI(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db string) {
 		var tok struct {
