@@ -89,13 +89,26 @@ func (s *Server) handlePayoutRequestCreate(w http.ResponseWriter, r *http.Reques
 	s.record(w, r, http.StatusCreated, pr)
 }
 
+// handlePayoutRequestList answers the last 50 requests (spec: Limits), one
+// page of 50. `page` is checked as on every list (422 past 1,000,000); a
+// page past the first is empty, with its true current_page.
 func (s *Server) handlePayoutRequestList(w http.ResponseWriter, r *http.Request) {
+	v := xaalis.ValidationErrors{}
+	page := pageNumber(r.URL.Query(), v)
+	if err := v.Err(); err != nil {
+		Error(w, r, err)
+		return
+	}
 	list, err := s.App.PayoutRequests(r.Context(), principal(r))
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.list(w, r, list, xaalis.NewPagination(xaalis.PageRequest{Page: 1, PerPage: xaalis.PayoutRequestListSize}, len(list)))
+	pg := xaalis.NewPagination(xaalis.PageRequest{Page: page, PerPage: xaalis.PayoutRequestListSize}, len(list))
+	if page > 1 {
+		list = list[:0]
+	}
+	s.list(w, r, list, pg)
 }
 
 func (s *Server) handlePayoutRequestGet(w http.ResponseWriter, r *http.Request) {

@@ -496,6 +496,16 @@ func TestPayoutRequests(t *testing.T) {
 		if len(list) != 3 || list[0].ID != fl.ID {
 			t.Fatalf("list: %+v", list)
 		}
+		// One page of the last 50: a page past it is empty, with its own
+		// number; a page past 1,000,000 is refused, as on every list.
+		r = e.do(call{method: "GET", path: "/v1/payout-requests?page=2", key: keys.SecretTest}).want(t, 200, "")
+		r.data(t, &list)
+		if len(list) != 0 || !strings.Contains(string(r.body), `"current_page":2`) || !strings.Contains(string(r.body), `"total":3`) {
+			t.Fatalf("page 2: %s", r.body)
+		}
+		for _, bad := range []string{"1000001", "0", "x"} {
+			e.do(call{method: "GET", path: "/v1/payout-requests?page=" + bad, key: keys.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
+		}
 		submit("pr-big", 1000000).want(t, 422, xaalis.EInsufficientBalance)
 		e.ledgerOK(t)
 	})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -199,13 +200,7 @@ func pageRequest(r *http.Request) (xaalis.PageRequest, error) {
 	p := xaalis.PageRequest{Page: 1, PerPage: xaalis.DefaultPerPage}
 	v := xaalis.ValidationErrors{}
 	q := r.URL.Query()
-	if s := q.Get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > xaalis.MaxPage {
-			v.Add("page", fmt.Sprintf("must be an integer from 1 to %d", xaalis.MaxPage))
-		}
-		p.Page = n
-	}
+	p.Page = pageNumber(q, v)
 	if s := q.Get("per_page"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > xaalis.MaxPerPage {
@@ -214,4 +209,18 @@ func pageRequest(r *http.Request) (xaalis.PageRequest, error) {
 		p.PerPage = n
 	}
 	return p, v.Err()
+}
+
+// pageNumber reads `page` (1 when absent) and adds its validation message
+// to v when it is not an integer from 1 to xaalis.MaxPage.
+func pageNumber(q url.Values, v xaalis.ValidationErrors) int {
+	s := q.Get("page")
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > xaalis.MaxPage {
+		v.Add("page", fmt.Sprintf("must be an integer from 1 to %d", xaalis.MaxPage))
+	}
+	return n
 }
