@@ -14,6 +14,7 @@ import (
 	xhttp "github.com/xaalis/xaalis/internal/http"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/webhook"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -202,7 +203,9 @@ func TestDisputes(t *testing.T) {
 // recover before any payout is possible.
 // TestDisputeEventsReachCallbackURL: every event of a disputed payment's
 // disputes (opened, responded, decided) is delivered to the payment's
-// callback_url, as the payment's own events are.
+// callback_url, as the payment's own events are, and names the payment's
+// merchant_ref as merchant_reference, in the record and in both webhook
+// formats.
 func TestDisputeEventsReachCallbackURL(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
@@ -216,6 +219,9 @@ func TestDisputeEventsReachCallbackURL(t *testing.T) {
 			t.Fatalf("open dispute: %d %v", st, out)
 		}
 		id := out["data"].(map[string]any)["id"].(string)
+		if ref := out["data"].(map[string]any)["merchant_reference"]; ref != "dcb-1" {
+			t.Fatalf("the dispute's merchant_reference: %v", ref)
+		}
 		e.do(call{method: "POST", path: "/v1/disputes/" + id + "/respond", key: keys.SecretTest, idem: "dcb-r",
 			body: `{"merchant_response":"delivered on the 3rd"}`}).want(t, 200, "")
 		if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes/"+id+"/decide", `{"outcome":"won"}`); st != 200 {
@@ -228,11 +234,29 @@ func TestDisputeEventsReachCallbackURL(t *testing.T) {
 				t.Fatalf("%s: %d events", typ, len(evs))
 			}
 			var ev struct {
+				ID, Type   string
+				Sequence   int64
+				Data       json.RawMessage
 				Deliveries []struct{ URL string }
 			}
 			e.do(call{method: "GET", path: "/v1/events/" + evs[0].ID, key: keys.SecretTest}).want(t, 200, "").data(t, &ev)
 			if len(ev.Deliveries) != 1 || ev.Deliveries[0].URL != hook {
 				t.Errorf("%s: deliveries %+v, want one to %s", typ, ev.Deliveries, hook)
+			}
+			for _, f := range []xaalis.PayloadFormat{xaalis.FormatLegacy, xaalis.Format20260601} {
+				body, err := webhook.Payload(f, &xaalis.Event{ID: ev.ID, Type: ev.Type, ObjectType: "dispute", ObjectID: id,
+					Seq: ev.Sequence, Data: ev.Data, Mode: xaalis.ModeTest, CreatedAt: e.clock.Now()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var w struct {
+					Data struct {
+						MerchantReference string `json:"merchant_reference"`
+					}
+				}
+				if err := json.Unmarshal(body, &w); err != nil || w.Data.MerchantReference != "dcb-1" {
+					t.Errorf("%s, %s: data.merchant_reference %q: %s", typ, f, w.Data.MerchantReference, body)
+				}
 			}
 		}
 	})

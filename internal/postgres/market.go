@@ -12,19 +12,22 @@ import (
 
 const disputeColumns = `id, merchant_id, mode, reference, transaction_id, amount, currency, ledger_amount,
 	ledger_currency, shortfall, reason, status, evidence, merchant_response, due_by, responded_at, closed_at,
-	provider_event_id, created_at, updated_at`
+	provider_event_id, created_at, updated_at, merchant_ref`
 
 func scanDispute(op string, row interface{ Scan(...any) error }) (*xaalis.Dispute, error) {
 	var d xaalis.Dispute
-	var event *string
+	var event, ref *string
 	if err := row.Scan(&d.ID, &d.MerchantID, &d.Mode, &d.Reference, &d.TransactionID, &d.Amount.Minor,
 		&d.Amount.Currency, &d.LedgerAmount.Minor, &d.LedgerAmount.Currency, &d.Shortfall, &d.Reason, &d.Status,
 		&d.Evidence, &d.MerchantResponse, &d.DueBy, &d.RespondedAt, &d.ClosedAt, &event, &d.CreatedAt,
-		&d.UpdatedAt); err != nil {
+		&d.UpdatedAt, &ref); err != nil {
 		return nil, notFound(op, err)
 	}
 	if event != nil {
 		d.ProviderEventID = *event
+	}
+	if ref != nil {
+		d.MerchantRef = *ref
 	}
 	d.Evidence = nilIfEmpty(d.Evidence)
 	d.DueBy, d.CreatedAt, d.UpdatedAt = d.DueBy.UTC(), d.CreatedAt.UTC(), d.UpdatedAt.UTC()
@@ -72,11 +75,11 @@ func (s *Store) DueDisputes(ctx context.Context, now time.Time, limit int) ([]*x
 // violates disputes_open and fails.
 func (t *Tx) InsertDispute(ctx context.Context, d *xaalis.Dispute) error {
 	_, err := t.tx.Exec(ctx, `INSERT INTO disputes (`+disputeColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
 		d.ID, d.MerchantID, d.Mode, d.Reference, d.TransactionID, d.Amount.Minor, d.Amount.Currency,
 		d.LedgerAmount.Minor, d.LedgerAmount.Currency, d.Shortfall, d.Reason, d.Status, nonNil(d.Evidence),
 		d.MerchantResponse, d.DueBy, d.RespondedAt, d.ClosedAt, nullString(d.ProviderEventID), d.CreatedAt,
-		d.UpdatedAt)
+		d.UpdatedAt, nullString(d.MerchantRef))
 	if err != nil {
 		return fmt.Errorf("insert dispute: %w", err)
 	}

@@ -16,19 +16,20 @@ import (
 
 const disputeColumns = `id, merchant_id, mode, reference, transaction_id, amount, currency, ledger_amount,
 	ledger_currency, shortfall, reason, status, evidence, merchant_response, due_by, responded_at, closed_at,
-	provider_event_id, created_at, updated_at`
+	provider_event_id, created_at, updated_at, merchant_ref`
 
 func scanDispute(sc func(...any) error) (*xaalis.Dispute, error) {
 	var d xaalis.Dispute
 	var evidence string
-	var event sql.NullString
+	var event, ref sql.NullString
 	var due, created, updated int64
 	var responded, closed sql.NullInt64
 	if err := sc(&d.ID, &d.MerchantID, &d.Mode, &d.Reference, &d.TransactionID, &d.Amount.Minor, &d.Amount.Currency,
 		&d.LedgerAmount.Minor, &d.LedgerAmount.Currency, &d.Shortfall, &d.Reason, &d.Status, &evidence,
-		&d.MerchantResponse, &due, &responded, &closed, &event, &created, &updated); err != nil {
+		&d.MerchantResponse, &due, &responded, &closed, &event, &created, &updated, &ref); err != nil {
 		return nil, notFound(err)
 	}
+	d.MerchantRef = ref.String
 	if err := json.Unmarshal([]byte(evidence), &d.Evidence); err != nil {
 		return nil, fmt.Errorf("dispute evidence: %w", err)
 	}
@@ -101,11 +102,11 @@ func (t *Tx) InsertDispute(ctx context.Context, d *xaalis.Dispute) error {
 		return err
 	}
 	_, err = t.tx.ExecContext(ctx, `INSERT INTO disputes (`+disputeColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		d.ID, d.MerchantID, d.Mode, d.Reference, d.TransactionID, d.Amount.Minor, d.Amount.Currency,
 		d.LedgerAmount.Minor, d.LedgerAmount.Currency, d.Shortfall, d.Reason, d.Status, ev, d.MerchantResponse,
 		micros(d.DueBy), nullMicros(d.RespondedAt), nullMicros(d.ClosedAt), nullString(d.ProviderEventID),
-		micros(d.CreatedAt), micros(d.UpdatedAt))
+		micros(d.CreatedAt), micros(d.UpdatedAt), nullString(d.MerchantRef))
 	if err != nil {
 		return fmt.Errorf("insert dispute: %w", err)
 	}

@@ -46,7 +46,7 @@ func testDispute(t *testing.T, s xaalis.Store) {
 	m, other := NewMerchant(t, s), NewMerchant(t, s)
 	x := storedPayment(t, s, m, xaalis.ModeTest, t0)
 	d := newDispute(x, xaalis.DisputeNeedsResponse, t0.Add(time.Hour))
-	d.Shortfall, d.ProviderEventID = 100, "evt-1"
+	d.Shortfall, d.ProviderEventID, d.MerchantRef = 100, "evt-1", "ORDER-9"
 	d.Evidence = []string{"https://shop.example/invoice.pdf"}
 	insertDispute(t, s, d)
 

@@ -45,6 +45,7 @@ func (d *Dispute) MarshalJSON() ([]byte, error) {
 		Object           string        `json:"object"`
 		Reference        string        `json:"reference"`
 		TransactionID    string        `json:"transaction_id"`
+		MerchantRef      *string       `json:"merchant_reference"`
 		Amount           string        `json:"amount"`
 		Currency         Currency      `json:"currency"`
 		Reason           *string       `json:"reason"`
@@ -57,7 +58,7 @@ func (d *Dispute) MarshalJSON() ([]byte, error) {
 		Livemode         bool          `json:"livemode"`
 		CreatedAt        string        `json:"created_at"`
 		UpdatedAt        string        `json:"updated_at"`
-	}{d.ID, "dispute", d.Reference, d.TransactionID, d.Amount.Decimal(), d.Amount.Currency, strPtr(d.Reason), d.Status, ev,
+	}{d.ID, "dispute", d.Reference, d.TransactionID, strPtr(d.MerchantRef), d.Amount.Decimal(), d.Amount.Currency, strPtr(d.Reason), d.Status, ev,
 		strPtr(d.MerchantResponse), Timestamp(d.DueBy), tsPtr(d.RespondedAt), tsPtr(d.ClosedAt), d.Mode.Live(),
 		Timestamp(d.CreatedAt), Timestamp(d.UpdatedAt)})
 }
@@ -132,7 +133,7 @@ func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute,
 	}
 	now := a.now()
 	d := &Dispute{ID: a.NewID(), MerchantID: pay.MerchantID, Mode: pay.Mode, Reference: "DSP-" + RandomString(16, disputeReferenceAlphabet),
-		TransactionID: pay.ID, Amount: amount, LedgerAmount: led, Reason: strings.TrimSpace(in.Reason), Status: DisputeNeedsResponse,
+		TransactionID: pay.ID, MerchantRef: pay.MerchantRef, Amount: amount, LedgerAmount: led, Reason: strings.TrimSpace(in.Reason), Status: DisputeNeedsResponse,
 		DueBy: now.Add(a.Config.DisputeResponseWindow()), ProviderEventID: in.ProviderEventID, CreatedAt: now, UpdatedAt: now}
 	// The disputed money is held in reserved, taken from available whatever
 	// it holds: what available cannot give (the shortfall) is a debt, the

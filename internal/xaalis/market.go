@@ -28,6 +28,8 @@ type Dispute struct {
 	Mode          Mode
 	Reference     string // DSP-...
 	TransactionID string
+	// MerchantRef is the disputed payment's merchant_ref ("" when none).
+	MerchantRef string
 	// Amount is disputed, in the payment's currency; LedgerAmount is its
 	// worth in the merchant's ledger, reserved while the dispute is open.
 	Amount       Amount

@@ -296,22 +296,24 @@ type RefundParams struct {
 
 // Dispute is a payer contesting a payment.
 type Dispute struct {
-	ID               string        `json:"id"`
-	Object           string        `json:"object"`
-	Reference        string        `json:"reference"`
-	TransactionID    string        `json:"transaction_id"`
-	Amount           string        `json:"amount"`
-	Currency         Currency      `json:"currency"`
-	Reason           *string       `json:"reason"`
-	Status           DisputeStatus `json:"status"`
-	Evidence         []string      `json:"evidence"`
-	MerchantResponse *string       `json:"merchant_response"`
-	DueBy            time.Time     `json:"due_by"`
-	RespondedAt      *time.Time    `json:"responded_at"`
-	ClosedAt         *time.Time    `json:"closed_at"`
-	Livemode         bool          `json:"livemode"`
-	CreatedAt        time.Time     `json:"created_at"`
-	UpdatedAt        time.Time     `json:"updated_at"`
+	ID            string `json:"id"`
+	Object        string `json:"object"`
+	Reference     string `json:"reference"`
+	TransactionID string `json:"transaction_id"`
+	// MerchantReference is the disputed payment's merchant_ref.
+	MerchantReference *string       `json:"merchant_reference"`
+	Amount            string        `json:"amount"`
+	Currency          Currency      `json:"currency"`
+	Reason            *string       `json:"reason"`
+	Status            DisputeStatus `json:"status"`
+	Evidence          []string      `json:"evidence"`
+	MerchantResponse  *string       `json:"merchant_response"`
+	DueBy             time.Time     `json:"due_by"`
+	RespondedAt       *time.Time    `json:"responded_at"`
+	ClosedAt          *time.Time    `json:"closed_at"`
+	Livemode          bool          `json:"livemode"`
+	CreatedAt         time.Time     `json:"created_at"`
+	UpdatedAt         time.Time     `json:"updated_at"`
 }
 
 // DisputeResponseParams answers a dispute: evidence URLs, a written
