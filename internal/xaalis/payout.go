@@ -43,8 +43,8 @@ const (
 // amount_must_be_positive, invalid_phone_number, provider_unavailable,
 // provider_country_unsupported, merchant_provider_not_authorized,
 // provider_payout_unsupported, fees_unavailable,
-// amount_below_provider_minimum, amount_above_merchant_maximum,
-// insufficient_balance.
+// amount_below_provider_minimum, amount_below_merchant_minimum,
+// amount_above_merchant_maximum, insufficient_balance.
 func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in PayoutInput) (*Transaction, error) {
 	m := p.Merchant
 	if err := m.ActiveError(); err != nil {
