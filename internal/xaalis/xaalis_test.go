@@ -334,3 +334,31 @@ func TestRouteCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigWindowsAndRetries: the dispute window and the subscriptions'
+// retries come from the configuration, default when absent or 0, and a
+// negative value is refused.
+func TestConfigWindowsAndRetries(t *testing.T) {
+	def, err := xaalis.ParseConfig(xaalis.DefaultConfigJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zero *xaalis.Config
+	for _, c := range []*xaalis.Config{def, {}, zero} {
+		if c.DisputeResponseWindow() != 7*24*time.Hour || c.SubscriptionAttempts() != 3 || c.SubscriptionRetryDelay() != 24*time.Hour {
+			t.Errorf("defaults: %v %v %v", c.DisputeResponseWindow(), c.SubscriptionAttempts(), c.SubscriptionRetryDelay())
+		}
+	}
+	c, err := xaalis.ParseConfig([]byte(`{"dispute_response_seconds":3600,"subscription_max_attempts":5,"subscription_retry_seconds":600}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DisputeResponseWindow() != time.Hour || c.SubscriptionAttempts() != 5 || c.SubscriptionRetryDelay() != 10*time.Minute {
+		t.Errorf("set: %v %v %v", c.DisputeResponseWindow(), c.SubscriptionAttempts(), c.SubscriptionRetryDelay())
+	}
+	for _, bad := range []string{`{"dispute_response_seconds":-1}`, `{"subscription_max_attempts":-2}`, `{"subscription_retry_seconds":-3}`} {
+		if _, err := xaalis.ParseConfig([]byte(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
