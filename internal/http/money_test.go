@@ -19,6 +19,7 @@ import (
 	xhttp "github.com/xaalis/xaalis/internal/http"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/provider"
+	"github.com/xaalis/xaalis/internal/webhook"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -278,6 +279,60 @@ func TestPayoutConcurrencyAcrossProcesses(t *testing.T) {
 		t.Fatalf("%d payouts created, %d refused; want 10 and 90", created, refused)
 	}
 	e1.ledgerOK(t)
+}
+
+// TestRefundCarriesPaymentMetadata: a refund takes its payment's
+// metadata, so that its record and its refund.success event name the
+// merchant's order (metadata.order_id), in both webhook formats.
+func TestRefundCarriesPaymentMetadata(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "rmd-pay", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+
+			provider.TestPhoneSuccess+`"},"metadata":{"order_id":"A-1001","channel":"web"}`)
+		var rf struct {
+			ID       string
+			Metadata map[string]string
+		}
+		e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: "rmd-1",
+			body: `{"transaction_id":"` + p.ID + `","amount":1000}`}).want(t, 201, "").data(t, &rf)
+		if rf.Metadata["order_id"] != "A-1001" || rf.Metadata["channel"] != "web" || len(rf.Metadata) != 2 {
+			t.Fatalf("refund metadata %v", rf.Metadata)
+		}
+		var evs []struct {
+			ID, Type string
+			Sequence int64
+			Data     json.RawMessage
+		}
+		e.do(call{method: "GET", path: "/v1/events?type=" + xaalis.EventRefundSuccess, key: keys.SecretTest}).want(t, 200, "").data(t, &evs)
+		if len(evs) != 1 {
+			t.Fatalf("refund.success events: %d", len(evs))
+		}
+		ev := &xaalis.Event{ID: evs[0].ID, Type: evs[0].Type, ObjectType: "transaction", ObjectID: rf.ID, Seq: evs[0].Sequence,
+			Data: evs[0].Data, Mode: xaalis.ModeTest, CreatedAt: e.clock.Now()}
+		legacy, err := webhook.Payload(xaalis.FormatLegacy, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		modern, err := webhook.Payload(xaalis.Format20260601, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l struct {
+			Data struct{ Metadata map[string]string }
+		}
+		var m struct {
+			Data struct {
+				Object struct{ Metadata map[string]string }
+			}
+		}
+		if json.Unmarshal(legacy, &l) != nil || l.Data.Metadata["order_id"] != "A-1001" {
+			t.Errorf("legacy: %s", legacy)
+		}
+		if json.Unmarshal(modern, &m) != nil || m.Data.Object.Metadata["order_id"] != "A-1001" {
+			t.Errorf("2026-06-01: %s", modern)
+		}
+	})
 }
 
 func TestRefunds(t *testing.T) {

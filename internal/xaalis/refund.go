@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"regexp"
 	"strings"
@@ -112,7 +113,7 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 		ID: a.NewID(), MerchantID: m.ID, Mode: p.Mode(), Type: TypeRefund, Reference: NewReference(), ParentID: pay.ID,
 		Status: StatusInitiated, Amount: amount, LimitAmount: 0, Country: pay.Country, Provider: pay.Provider,
 		Route: pay.Route, RouteReason: "the payment's route", PayerPhone: pay.PayerPhone, PayerName: pay.PayerName, CustomerID: pay.CustomerID,
-		Description: reason, IdempotencyKey: idemKey, Metadata: map[string]string{},
+		Description: reason, IdempotencyKey: idemKey, Metadata: refundMetadata(pay),
 		ExpiresAt: now.Add(30 * 24 * time.Hour), CreatedAt: now, UpdatedAt: now,
 	}
 	resume := false
@@ -405,4 +406,16 @@ func (a *App) refundParent(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	return r.ParentID, nil
+}
+
+// refundMetadata is a new refund's metadata: its payment's. A refund
+// request carries none of its own, and with the payment's the refund's
+// record and events name the merchant's order (metadata.order_id) as the
+// payment's do, where its merchant_reference is null.
+func refundMetadata(pay *Transaction) map[string]string {
+	md := maps.Clone(pay.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	return md
 }
