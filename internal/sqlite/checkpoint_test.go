@@ -67,8 +67,8 @@ func TestRestartOnce(t *testing.T) {
 	c.poll.Store(int64(2 * time.Millisecond))
 	// A hang guard, not a speed measure: a RESTART that met a reader (or
 	// the store's own checkpointer's first pass) is tried again only after
-	// restartRetry (5 s), and under the race detector on a loaded machine
-	// the first two tries both met one (CI, once).
+	// restartRetry (5 s). A guard of 10 s ended one CI run under the race
+	// detector, likely after two such tries.
 	for deadline := time.Now().Add(6 * restartRetry); c.restarted.Load() == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no RESTART in %v with the WAL past the limit", 6*restartRetry)
@@ -116,8 +116,8 @@ func TestNoRestartOfAWALStartedOver(t *testing.T) {
 	c.poll.Store(int64(2 * time.Millisecond))
 	// A hang guard, not a speed measure: a RESTART that met a reader (or
 	// the store's own checkpointer's first pass) is tried again only after
-	// restartRetry (5 s), and under the race detector on a loaded machine
-	// the first two tries both met one (CI, once).
+	// restartRetry (5 s). A guard of 10 s ended one CI run under the race
+	// detector, likely after two such tries.
 	for deadline := time.Now().Add(6 * restartRetry); c.restarted.Load() == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no RESTART in %v with the WAL past the limit", 6*restartRetry)
