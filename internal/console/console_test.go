@@ -400,5 +400,7 @@ func TestOverviewAmounts(t *testing.T) {
 			t.Fatalf("failed cell %q", failed)
 		}
 		lacks(t, "overview", home, `data-status="cancelled">0<br>`)
+		// One column a status, headed in the page's language.
+		contains(t, "overview", home, `<th class="num">initié</th><th class="num">en attente</th>`)
 	})
 }

@@ -40,13 +40,14 @@ var funcs = template.FuncMap{
 	"sub":    func(a, b int) int { return a - b },
 	"negdur": func(d time.Duration) time.Duration { return -d },
 	"usable": func(k *xaalis.Key, now time.Time) bool { return k.Usable(now) },
-	"count": func(m map[xaalis.Status]xaalis.PaymentCount, s string) xaalis.PaymentCount {
-		return m[xaalis.Status(s)]
+	"count": func(m map[xaalis.Status]xaalis.PaymentCount, s xaalis.Status) xaalis.PaymentCount {
+		return m[s]
 	},
-	"scopes": joinScopes,
-	"join":   strings.Join,
-	"lower":  strings.ToLower,
-	"ipjoin": joinPrefixes,
+	"statuses": func() []xaalis.Status { return xaalis.AllStatuses },
+	"scopes":   joinScopes,
+	"join":     strings.Join,
+	"lower":    strings.ToLower,
+	"ipjoin":   joinPrefixes,
 	"attempt": func(at *xaalis.Attempt) bool {
 		return at.HTTPStatus >= 200 && at.HTTPStatus < 300 && at.ErrorMessage == ""
 	},
