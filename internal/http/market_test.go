@@ -14,7 +14,6 @@ import (
 	xhttp "github.com/xaalis/xaalis/internal/http"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/provider"
-	"github.com/xaalis/xaalis/internal/webhook"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
@@ -233,22 +232,13 @@ func TestDisputeEventsReachCallbackURL(t *testing.T) {
 			if len(evs) != 1 {
 				t.Fatalf("%s: %d events", typ, len(evs))
 			}
-			var ev struct {
-				ID, Type   string
-				Sequence   int64
-				Data       json.RawMessage
-				Deliveries []struct{ URL string }
-			}
+			var ev apiEvent
 			e.do(call{method: "GET", path: "/v1/events/" + evs[0].ID, key: keys.SecretTest}).want(t, 200, "").data(t, &ev)
 			if len(ev.Deliveries) != 1 || ev.Deliveries[0].URL != hook {
 				t.Errorf("%s: deliveries %+v, want one to %s", typ, ev.Deliveries, hook)
 			}
 			for _, f := range []xaalis.PayloadFormat{xaalis.FormatLegacy, xaalis.Format20260601} {
-				body, err := webhook.Payload(f, &xaalis.Event{ID: ev.ID, Type: ev.Type, ObjectType: "dispute", ObjectID: id,
-					Seq: ev.Sequence, Data: ev.Data, Mode: xaalis.ModeTest, CreatedAt: e.clock.Now()})
-				if err != nil {
-					t.Fatal(err)
-				}
+				body := ev.payload(t, f, "dispute", id, e.clock.Now())
 				var w struct {
 					Data struct {
 						MerchantReference string `json:"merchant_reference"`

@@ -281,6 +281,27 @@ func TestPayoutConcurrencyAcrossProcesses(t *testing.T) {
 	e1.ledgerOK(t)
 }
 
+// apiEvent is an event as GET /v1/events and GET /v1/events/{id} answer
+// it.
+type apiEvent struct {
+	ID, Type   string
+	Sequence   int64
+	Data       json.RawMessage
+	Deliveries []struct{ URL string }
+}
+
+// payload renders ev in format f with the dispatcher's own
+// webhook.Payload: the body a delivery of it carries.
+func (ev apiEvent) payload(t *testing.T, f xaalis.PayloadFormat, objectType, objectID string, at time.Time) []byte {
+	t.Helper()
+	body, err := webhook.Payload(f, &xaalis.Event{ID: ev.ID, Type: ev.Type, ObjectType: objectType, ObjectID: objectID,
+		Seq: ev.Sequence, Data: ev.Data, Mode: xaalis.ModeTest, CreatedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
 // TestRefundCarriesPaymentMetadata: a refund takes its payment's
 // metadata, so that its record and its refund.success event name the
 // merchant's order (metadata.order_id), in both webhook formats.
@@ -299,25 +320,13 @@ func TestRefundCarriesPaymentMetadata(t *testing.T) {
 		if rf.Metadata["order_id"] != "A-1001" || rf.Metadata["channel"] != "web" || len(rf.Metadata) != 2 {
 			t.Fatalf("refund metadata %v", rf.Metadata)
 		}
-		var evs []struct {
-			ID, Type string
-			Sequence int64
-			Data     json.RawMessage
-		}
+		var evs []apiEvent
 		e.do(call{method: "GET", path: "/v1/events?type=" + xaalis.EventRefundSuccess, key: keys.SecretTest}).want(t, 200, "").data(t, &evs)
 		if len(evs) != 1 {
 			t.Fatalf("refund.success events: %d", len(evs))
 		}
-		ev := &xaalis.Event{ID: evs[0].ID, Type: evs[0].Type, ObjectType: "transaction", ObjectID: rf.ID, Seq: evs[0].Sequence,
-			Data: evs[0].Data, Mode: xaalis.ModeTest, CreatedAt: e.clock.Now()}
-		legacy, err := webhook.Payload(xaalis.FormatLegacy, ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		modern, err := webhook.Payload(xaalis.Format20260601, ev)
-		if err != nil {
-			t.Fatal(err)
-		}
+		legacy := evs[0].payload(t, xaalis.FormatLegacy, "transaction", rf.ID, e.clock.Now())
+		modern := evs[0].payload(t, xaalis.Format20260601, "transaction", rf.ID, e.clock.Now())
 		var l struct {
 			Data struct{ Metadata map[string]string }
 		}
