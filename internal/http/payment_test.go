@@ -330,16 +330,20 @@ func TestPaymentLifecycle(t *testing.T) {
 
 		t.Run("OKMagicNumbers", func(t *testing.T) {
 			for i, c := range []struct {
-				phone, status, event string
+				phone, status, event, reason string
 			}{
-				{provider.TestPhoneSuccess, "success", xaalis.EventPaymentSuccess},
-				{provider.TestPhoneFailed, "failed", xaalis.EventPaymentFailed},
-				{provider.TestPhoneCancelled, "cancelled", xaalis.EventPaymentCancelled},
-				{provider.TestPhoneNoPayer, "pending", ""},
+				{provider.TestPhoneSuccess, "success", xaalis.EventPaymentSuccess, ""},
+				{provider.TestPhoneFailed, "failed", xaalis.EventPaymentFailed, provider.ReasonInsufficientFunds},
+				{provider.TestPhoneCancelled, "cancelled", xaalis.EventPaymentCancelled, provider.ReasonPayerCancelled},
+				{provider.TestPhoneNoPayer, "pending", "", ""},
 			} {
 				_, p := e.pay(t, keys.SecretTest, fmt.Sprint("magic-", i), `"provider":"channel_a","payer":{"phone":"`+c.phone+`"}`)
 				if p.Status != c.status {
 					t.Fatalf("%s: status %s, want %s", c.phone, p.Status, c.status)
+				}
+				// docs/payments.md's table names the reason of each.
+				if got := p.FailureReason; (c.reason == "") != (got == nil) || got != nil && *got != c.reason {
+					t.Fatalf("%s: failure_reason %v, want %q", c.phone, got, c.reason)
 				}
 				evs := e.events(t, p.ID)
 				if (c.event == "" && len(evs) != 0) || (c.event != "" && (len(evs) != 1 || evs[0] != c.event)) {

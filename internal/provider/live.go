@@ -361,7 +361,7 @@ func (g *Gateway) liveInitiate(ctx context.Context, r xaalis.InitiateRequest) (x
 		return xaalis.Initiation{}, err
 	}
 	st, _ := state(col.Status)
-	in := xaalis.Initiation{ProviderRef: col.ID, State: st, Route: route, RouteReason: reason}
+	in := xaalis.Initiation{ProviderRef: col.ID, State: st, Reason: col.Reason, Route: route, RouteReason: reason}
 	if st == xaalis.ProviderPending {
 		in.NextAction = col.NextAction
 	}

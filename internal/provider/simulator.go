@@ -195,7 +195,7 @@ func (s *simulator) initiate(r xaalis.InitiateRequest) (xaalis.Initiation, error
 }
 
 func (c *simCollection) initiation() xaalis.Initiation {
-	in := xaalis.Initiation{ProviderRef: c.ref, State: c.state, Route: simRoute, RouteReason: "test mode"}
+	in := xaalis.Initiation{ProviderRef: c.ref, State: c.state, Reason: c.reason, Route: simRoute, RouteReason: "test mode"}
 	if c.state == xaalis.ProviderPending && c.next != nil {
 		n := *c.next
 		in.NextAction = &n

@@ -60,8 +60,10 @@ type InitiateRequest struct {
 type Initiation struct {
 	ProviderRef string
 	NextAction  *NextAction
-	// State is usually pending; a provider may settle at once.
-	State ProviderState
+	// State is usually pending; a provider may settle at once, with
+	// Reason saying why when it failed or was cancelled.
+	State  ProviderState
+	Reason string
 	// Route names the route that served the call and RouteReason why it
 	// was chosen (for example "primary" or "failover: direct timed out").
 	Route       string

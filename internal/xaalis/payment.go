@@ -381,7 +381,7 @@ func (a *App) initiateIn(ctx context.Context, tx Tx, t *Transaction, fresh bool)
 		// Settled at once: straight to the outcome, written once, without
 		// the pending memo and hold that the same transaction would undo.
 		t.NextAction, t.fresh = nil, fresh
-		if err := a.move(ctx, tx, t, to, ev, "", write); err != nil {
+		if err := a.move(ctx, tx, t, to, ev, res.Reason, write); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -717,7 +717,7 @@ func (a *App) initiate(ctx context.Context, id string) (*Transaction, error) {
 				return fmt.Errorf("update transaction: %w", err)
 			}
 			if res.State != ProviderPending && res.State != "" {
-				if err := a.settle(ctx, tx, cur, res.State, ""); err != nil {
+				if err := a.settle(ctx, tx, cur, res.State, res.Reason); err != nil {
 					return err
 				}
 			}
