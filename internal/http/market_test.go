@@ -564,6 +564,56 @@ func TestSubscriptions(t *testing.T) {
 				t.Fatalf("events %s", evs)
 			}
 		})
+		// A provider may settle a period's payment at once (the magic
+		// numbers 0001 and 0002): the subscription follows that outcome
+		// as it follows a later one.
+		t.Run("OKPaymentSettledAtOnce", func(t *testing.T) {
+			customer := func(phone string) string {
+				e.pay(t, keys.SecretTest, "cust-"+phone, `"provider":"channel_a","payer":{"phone":"`+phone+`"}`)
+				var cs []struct{ ID, Phone string }
+				e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &cs)
+				for _, c := range cs {
+					if c.Phone == phone {
+						return c.ID
+					}
+				}
+				t.Fatalf("no customer %s in %+v", phone, cs)
+				return ""
+			}
+			var paid subRecord
+			create("sub-now-ok", planID, customer(provider.TestPhoneSuccess), `,"provider":"channel_a"`).want(t, 201, "").data(t, &paid)
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + paid.ID, key: keys.SecretTest}).data(t, &paid)
+			if paid.Status != "active" || paid.FailedAttempts != 0 {
+				t.Fatalf("paid at once: %+v", paid)
+			}
+			if evs := strings.Join(e.events(t, paid.ID), ","); !strings.Contains(evs, "subscription.payment_succeeded") {
+				t.Fatalf("paid at once: events %s", evs)
+			}
+
+			var s subRecord
+			create("sub-now-ko", planID, customer(provider.TestPhoneFailed), `,"provider":"channel_a"`).want(t, 201, "").data(t, &s)
+			seen := map[string]bool{}
+			for attempt := 1; attempt <= xaalis.DefaultSubscriptionMaxAttempts; attempt++ {
+				e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+				if seen[s.LatestPaymentID] {
+					t.Fatalf("attempt %d asked no new payment: %+v", attempt, s)
+				}
+				seen[s.LatestPaymentID] = true
+				want := "active"
+				if attempt == xaalis.DefaultSubscriptionMaxAttempts {
+					want = "expired"
+				}
+				if s.Status != want || s.FailedAttempts != attempt {
+					t.Fatalf("after failed attempt %d: %+v, want %s", attempt, s, want)
+				}
+				e.clock.Advance(25 * time.Hour)
+				e.app.RenewDue(ctx, 10)
+			}
+			evs := strings.Join(e.events(t, s.ID), ",")
+			if !strings.Contains(evs, "subscription.payment_failed") || !strings.Contains(evs, "subscription.expired") {
+				t.Fatalf("failed at once: events %s", evs)
+			}
+		})
 		e.ledgerOK(t)
 	})
 }

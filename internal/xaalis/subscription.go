@@ -214,6 +214,19 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 	// is stored with it.
 	pay, perr := a.CreatePayment(WithCommitHook(ctx, nil), principal, in)
 	return a.update(ctx, func(tx Tx) error {
+		if perr == nil {
+			// The payment may have settled already, at its creation (a
+			// provider that settles at once) or since, while the
+			// subscription did not name it yet, so that
+			// onSubscriptionPayment passed it by. Locked first, as its
+			// transitions lock it before the subscription: a later
+			// outcome waits for this commit and finds it named.
+			p, err := tx.TransactionForUpdate(ctx, pay.ID)
+			if err != nil {
+				return err
+			}
+			pay = a.decorate(p)
+		}
 		cur, err := tx.SubscriptionForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -228,7 +241,10 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 		if err := tx.UpdateSubscription(ctx, cur); err != nil {
 			return err
 		}
-		return a.subscriptionEvent(ctx, tx, cur, EventSubscriptionPaymentRequested, pay)
+		if err := a.subscriptionEvent(ctx, tx, cur, EventSubscriptionPaymentRequested, pay); err != nil {
+			return err
+		}
+		return a.subscriptionOutcome(ctx, tx, cur, pay, pay.Status)
 	})
 }
 
@@ -243,6 +259,13 @@ func (a *App) onSubscriptionPayment(ctx context.Context, tx Tx, t *Transaction, 
 	if err != nil || s.Status != SubscriptionActive || s.LatestPaymentID != t.ID {
 		return err
 	}
+	return a.subscriptionOutcome(ctx, tx, s, t, to)
+}
+
+// subscriptionOutcome moves an active subscription on after its period
+// payment t reached to: paid, or a failed attempt. A payment still open
+// changes nothing yet.
+func (a *App) subscriptionOutcome(ctx context.Context, tx Tx, s *Subscription, t *Transaction, to Status) error {
 	s.UpdatedAt = a.now()
 	switch to {
 	case StatusSuccess:
