@@ -433,6 +433,18 @@ func (p *Policy) resolve(ctx context.Context, name string) ([]netip.Addr, string
 		ctx, cancel = context.WithTimeout(ctx, lookupTimeout)
 		defer cancel()
 	}
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		// Only reached with AllowInsecure (judgeHost refuses it
+		// otherwise). Not asked to the resolver: a localhost name is the
+		// loopback (RFC 6761, 6.3), and glibc and Go's own resolver do
+		// not find the absolute "localhost." in /etc/hosts, so that a
+		// developer's http://localhost:PORT endpoint never received a
+		// delivery.
+		if !p.AllowInsecure {
+			return nil, RuleLocalhost
+		}
+		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}, ""
+	}
 	ips, err := p.resolver().LookupIPAddr(ctx, name+".")
 	if err != nil || len(ips) == 0 {
 		return nil, RuleDoesNotResolv

@@ -310,6 +310,33 @@ func TestPolicyCheckNamesEveryRule(t *testing.T) {
 	_ = checker
 }
 
+// TestPolicyInsecureLocalhost: with --insecure-webhooks a localhost name
+// is the loopback, whatever the resolver says: glibc's and Go's do not
+// find "localhost." (the absolute name the policy asks for) in /etc/hosts.
+func TestPolicyInsecureLocalhost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	nowhere := ResolverFunc(func(context.Context, string) ([]net.IPAddr, error) {
+		return nil, &net.DNSError{Err: "no such host", IsNotFound: true}
+	})
+	p := &Policy{AllowInsecure: true, Resolver: nowhere}
+	for _, host := range []string{"localhost", "dev.localhost"} {
+		u := "http://" + host + ":" + port + "/hook"
+		if err := p.Check(context.Background(), u); err != nil {
+			t.Fatalf("Check(%q) = %v", u, err)
+		}
+		c, err := p.DialContext(context.Background(), "tcp", host+":"+port)
+		if err != nil {
+			t.Fatalf("DialContext(%s:%s) = %v", host, port, err)
+		}
+		c.Close()
+	}
+	if err := (&Policy{Resolver: nowhere}).Check(context.Background(), "https://localhost/hook"); err == nil {
+		t.Fatal("localhost accepted without AllowInsecure")
+	}
+}
+
 func TestPolicyInsecure(t *testing.T) {
 	p := &Policy{AllowInsecure: true, Resolver: newDNS()}
 	for _, u := range []string{
