@@ -484,6 +484,17 @@ func TestSubscriptions(t *testing.T) {
 			e.do(call{method: "POST", path: "/v1/plans/" + inactive + "/deactivate", key: keys.SecretTest, idem: "deact"}).want(t, 200, "")
 			create("sub-x3", inactive, custID, "").want(t, 422, xaalis.ESubscriptionPlanNotAvailable)
 		})
+		// Spec: "a test key only reaches test objects and a live key only
+		// live objects; a mismatch gives livemode_mismatch".
+		t.Run("ErrLivemodeMismatch", func(t *testing.T) {
+			live := func(idem, planID, custID string) *response {
+				return e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretLive, idem: idem,
+					body: `{"plan_id":"` + planID + `","customer_id":"` + custID + `"}`})
+			}
+			livePlan := plan(keys.SecretLive, "plan-live")
+			live("sub-lm1", planID, custID).want(t, 403, xaalis.ELivemodeMismatch)
+			live("sub-lm2", livePlan, custID).want(t, 403, xaalis.ELivemodeMismatch)
+		})
 		t.Run("ErrSubscriptionCustomerMismatch", func(t *testing.T) {
 			r := create("sub-x4", planID, oc[0].ID, "").want(t, 422, xaalis.ESubscriptionCustomerMismatch)
 			if r.err.Context["customer_id"] != oc[0].ID {

@@ -88,7 +88,8 @@ func periodEnd(t time.Time, p *Plan) time.Time {
 // payment: tokenised mobile money does not exist yet, so each period the
 // customer approves a payment (a push to the phone with a provider, or a
 // hosted link without one, sent in subscription.payment_requested). It
-// returns subscription_plan_not_available (plan_id),
+// returns subscription_plan_not_available (plan_id), livemode_mismatch (the
+// merchant's plan or customer of the other mode),
 // subscription_customer_mismatch (customer_id), validation_error and
 // merchant_inactive.
 func (a *App) CreateSubscription(ctx context.Context, p *Principal, in SubscriptionInput) (*Subscription, error) {
@@ -122,16 +123,24 @@ func (a *App) CreateSubscription(ctx context.Context, p *Principal, in Subscript
 	err := a.update(ctx, func(tx Tx) error {
 		var err error
 		plan, err = tx.PlanByID(ctx, planID)
-		if errors.Is(err, ErrNotFound) || (err == nil && (plan.MerchantID != p.Merchant.ID || !plan.Active || plan.Mode != p.Mode())) {
+		// The merchant's own plan or customer of the other mode is a
+		// mode mismatch, as every other reference across modes is.
+		switch {
+		case errors.Is(err, ErrNotFound) || err == nil && (plan.MerchantID != p.Merchant.ID || plan.Mode == p.Mode() && !plan.Active):
 			return E(ESubscriptionPlanNotAvailable, "plan_id", planID)
-		} else if err != nil {
+		case err != nil:
 			return err
+		case plan.Mode != p.Mode():
+			return E(ELivemodeMismatch)
 		}
 		c, err := tx.CustomerForUpdate(ctx, p.Merchant.ID, customerID)
-		if errors.Is(err, ErrNotFound) || (err == nil && c.Mode != p.Mode()) {
+		switch {
+		case errors.Is(err, ErrNotFound):
 			return E(ESubscriptionCustomerMismatch, "customer_id", customerID)
-		} else if err != nil {
+		case err != nil:
 			return err
+		case c.Mode != p.Mode():
+			return E(ELivemodeMismatch)
 		}
 		s = &Subscription{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), PlanID: plan.ID, CustomerID: c.ID,
 			Status: SubscriptionActive, Provider: provider, CurrentPeriodStart: now, CurrentPeriodEnd: periodEnd(now, plan),
