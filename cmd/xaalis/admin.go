@@ -17,7 +17,7 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	fs := newFlags("migrate", stderr)
 	db := databaseFlag(fs, getenv)
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	// Opening the store applies the migrations.
 	return withApp(ctx, *db, func(*xaalis.App) error {
@@ -34,7 +34,7 @@ func cmdMerchantCreate(ctx context.Context, args []string, getenv func(string) s
 	currency := fs.String("settlement-currency", "XOF", "settlement currency")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if *name == "" {
 		return usagef("merchant create: --name is required")
@@ -44,7 +44,7 @@ func cmdMerchantCreate(ctx context.Context, args []string, getenv func(string) s
 			Name: *name, Country: xaalis.Country(*country), SettlementCurrency: xaalis.Currency(*currency),
 		})
 		if err != nil {
-			return describe(err)
+			return describe(err, "name", "country", "settlement_currency")
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(struct {
@@ -94,7 +94,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if len(pos) != 1 {
 		return usagef("merchant update: expected one merchant ID")
@@ -142,7 +142,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("merchant %s not found", pos[0])
 		} else if err != nil {
-			return describe(err)
+			return describe(err, "status", "kyc", "allowed_providers")
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(merchantJSON(m))
@@ -190,7 +190,7 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 	expires := fs.String("expires-at", "", "expiry time, RFC 3339")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if *merchant == "" || *mode == "" {
 		return usagef("key create: --merchant and --mode are required")
@@ -219,7 +219,7 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("merchant %s not found", *merchant)
 		} else if err != nil {
-			return describe(err)
+			return describe(err, "mode", "type", "scopes", "expires_at")
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(keyJSON(k, secret))
@@ -235,7 +235,7 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if len(pos) != 1 {
 		return usagef("key revoke: expected one key ID")

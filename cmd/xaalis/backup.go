@@ -18,7 +18,7 @@ func cmdBackup(ctx context.Context, args []string, getenv func(string) string, s
 	db := databaseFlag(fs, getenv)
 	out := fs.String("output", "", "file to write the copy to; it must not exist (required)")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if *out == "" || fs.NArg() > 0 {
 		return usagef("backup: --output FILE is required, and nothing else")

@@ -94,7 +94,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	asMarkdown := fs.Bool("markdown", false, "print the results as a Markdown table")
 	out := fs.String("out", "", "write the results to FILE instead of standard output")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("bench: unexpected argument %q", fs.Arg(0))

@@ -49,7 +49,7 @@ func cmdListen(ctx context.Context, args []string, getenv func(string) string, s
 	live := fs.Bool("live", false, "allow a live key (sk_live_...): forward live events")
 	key, base := apiFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("listen: unexpected argument %q", fs.Arg(0))
@@ -171,7 +171,7 @@ func cmdTrigger(ctx context.Context, args []string, getenv func(string) string, 
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the event to be listed")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	known := "known events: " + strings.Join(triggerEvents, ", ")
 	if len(pos) != 1 {

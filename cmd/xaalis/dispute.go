@@ -19,7 +19,7 @@ func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) stri
 	reason := fs.String("reason", "", "why the payer disputes it")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if *tx == "" {
 		return usagef("dispute open: --transaction is required")
@@ -47,7 +47,7 @@ func cmdDisputeDecide(ctx context.Context, args []string, getenv func(string) st
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if len(pos) != 1 || *outcome == "" {
 		return usagef("dispute decide: expected one dispute ID and --outcome won|lost")
@@ -57,7 +57,7 @@ func cmdDisputeDecide(ctx context.Context, args []string, getenv func(string) st
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("dispute %s not found", pos[0])
 		} else if err != nil {
-			return describe(err)
+			return describe(err, "outcome")
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(d)

@@ -34,7 +34,7 @@ func TestDisputeCLI(t *testing.T) {
 	stdout, _, err := cli(t, noEnv, "dispute", "open", "--transaction", p.Data.ID, "--database-url", db)
 	wantErr(t, false, stdout, err) // one open dispute per payment
 	stdout, _, err = cli(t, noEnv, "dispute", "decide", d.ID, "--outcome", "maybe", "--database-url", db)
-	wantErr(t, false, stdout, err)
+	wantErr(t, true, stdout, err) // a bad command line
 	out = mustCLI(t, noEnv, "dispute", "decide", d.ID, "--outcome", "won", "--database-url", db)
 	if !strings.Contains(out, "won") {
 		t.Fatalf("decide: %s", out)

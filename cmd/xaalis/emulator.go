@@ -25,7 +25,7 @@ func cmdProviderEmulator(ctx context.Context, args []string, getenv func(string)
 	lose := fs.String("lose-callbacks", "", "providers whose notifications are dropped, comma-separated")
 	printConfig := fs.Bool("print-config", false, "print the configuration for `xaalis serve --config` in the development flow (every route at this emulator, with its published credentials) and exit")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if *printConfig {
 		b, err := provider.EmulatorConfigJSON(emulatorBase(*addr))

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"fmt"
 	"io"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -119,15 +121,25 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 	return m
 }
 
-// describe renders a domain error for a terminal.
-func describe(err error) error {
+// describe renders a domain error for a terminal. A validation_error
+// whose every field is one of flags (the fields the command fills from
+// its command line as given) is a bad command line (exit status 2); one
+// about the state of things, a failure.
+func describe(err error, flags ...string) error {
 	var e *xaalis.Error
 	if ok := asXaalis(err, &e); ok && e.Code == xaalis.EValidation {
 		var parts []string
+		usage := len(e.Fields) > 0
 		for f, msgs := range e.Fields {
 			parts = append(parts, f+" "+strings.Join(msgs, ", "))
+			usage = usage && slices.Contains(flags, f)
 		}
-		return fmt.Errorf("invalid: %s", strings.Join(parts, "; "))
+		sort.Strings(parts)
+		msg := "invalid: " + strings.Join(parts, "; ")
+		if usage {
+			return usageError{msg}
+		}
+		return errors.New(msg)
 	}
 	return err
 }

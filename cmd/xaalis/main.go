@@ -16,6 +16,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,6 +42,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		// -h or --help after a command: its flags were printed; asked
+		// for, so not a failure (as xaalis -h).
+		os.Exit(0)
+	}
 	if err != nil {
 		var u usageError
 		if errors.As(err, &u) {
@@ -58,6 +64,15 @@ type usageError struct{ msg string }
 func (u usageError) Error() string { return u.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// parseError is a command's flag-parsing error: flag.ErrHelp itself for
+// -h or --help (exit status 0), else a usageError.
+func parseError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return flag.ErrHelp
+	}
+	return usageError{err.Error()}
+}
 
 const usage = `Usage: xaalis <command> [flags]
 

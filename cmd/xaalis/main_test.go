@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"io"
 	"math/big"
 	"net"
@@ -751,6 +752,30 @@ func TestSQLiteDirectory(t *testing.T) {
 	createMerchant(t, "sqlite://"+path)
 }
 
+// TestUsageBadValues: a flag's value the command refuses is a bad command
+// line (README: "Exit status: 0 done, 1 failed, 2 bad command line").
+func TestUsageBadValues(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+	id := createMerchant(t, db).MerchantID
+	for _, args := range [][]string{
+		{"merchant", "create", "--name", "B", "--country", "FR"},
+		{"merchant", "update", id, "--status", "frozen"},
+		{"merchant", "update", id, "--kyc", "maybe"},
+		{"merchant", "update", id, "--allowed-providers", "channel_z"},
+		{"key", "create", "--merchant", id, "--mode", "prod"},
+		{"key", "create", "--merchant", id, "--mode", "test", "--type", "foo"},
+		{"key", "create", "--merchant", id, "--mode", "test", "--scopes", "can_fly"},
+		{"dispute", "decide", "DSP-X", "--outcome", "maybe"},
+	} {
+		out, errOut, err := cli(t, noEnv, append(args, "--database-url", db)...)
+		var u usageError
+		if !errors.As(err, &u) || out != "" {
+			t.Errorf("xaalis %s: %v (%T), stdout %q\n%s", strings.Join(args, " "), err, err, out, errOut)
+		}
+	}
+}
+
 func TestMerchantCreate(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db string) {
 		t.Run("OKJSON", func(t *testing.T) {
@@ -809,10 +834,10 @@ func TestMerchantCreate(t *testing.T) {
 			args  []string
 			usage bool
 		}{
-			{"ErrCountry", []string{"--name", "X", "--country", "FR"}, false},
-			{"ErrCurrency", []string{"--name", "X", "--settlement-currency", "GBP"}, false},
+			{"ErrCountry", []string{"--name", "X", "--country", "FR"}, true},
+			{"ErrCurrency", []string{"--name", "X", "--settlement-currency", "GBP"}, true},
 			{"ErrNameMissing", []string{"--json"}, true},
-			{"ErrNameBlank", []string{"--name", "  ", "--json"}, false},
+			{"ErrNameBlank", []string{"--name", "  ", "--json"}, true},
 			{"ErrUnknownFlag", []string{"--name", "X", "--bogus"}, true},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -887,9 +912,9 @@ func TestMerchantUpdate(t *testing.T) {
 			usage bool
 		}{
 			{"ErrUnknownID", []string{"00000000-0000-7000-8000-000000000000", "--status", "active"}, false},
-			{"ErrStatus", []string{id, "--status", "bogus"}, false},
-			{"ErrKYC", []string{id, "--kyc", "bogus"}, false},
-			{"ErrAllowedProviders", []string{id, "--allowed-providers", "channel_z"}, false},
+			{"ErrStatus", []string{id, "--status", "bogus"}, true},
+			{"ErrKYC", []string{id, "--kyc", "bogus"}, true},
+			{"ErrAllowedProviders", []string{id, "--allowed-providers", "channel_z"}, true},
 			{"ErrAllowIPs", []string{id, "--allow-ips", "10.0.0.0/33"}, true},
 			{"ErrNoID", []string{"--status", "active"}, true},
 			{"ErrTwoIDs", []string{id, id, "--status", "active"}, true},
@@ -1001,11 +1026,11 @@ func TestKey(t *testing.T) {
 			args  []string
 			usage bool
 		}{
-			{"ErrExpiresAtPast", []string{"--merchant", id, "--mode", "test", "--expires-at", time.Now().Add(-time.Hour).Format(time.RFC3339)}, false},
+			{"ErrExpiresAtPast", []string{"--merchant", id, "--mode", "test", "--expires-at", time.Now().Add(-time.Hour).Format(time.RFC3339)}, true},
 			{"ErrExpiresAtNotRFC3339", []string{"--merchant", id, "--mode", "test", "--expires-at", "2030-01-01 00:00"}, true},
-			{"ErrMode", []string{"--merchant", id, "--mode", "prod"}, false},
-			{"ErrType", []string{"--merchant", id, "--mode", "test", "--type", "root"}, false},
-			{"ErrScope", []string{"--merchant", id, "--mode", "test", "--scopes", "can_everything"}, false},
+			{"ErrMode", []string{"--merchant", id, "--mode", "prod"}, true},
+			{"ErrType", []string{"--merchant", id, "--mode", "test", "--type", "root"}, true},
+			{"ErrScope", []string{"--merchant", id, "--mode", "test", "--scopes", "can_everything"}, true},
 			{"ErrAllowIPs", []string{"--merchant", id, "--mode", "test", "--allow-ips", "not-an-ip"}, true},
 			{"ErrUnknownMerchant", []string{"--merchant", "00000000-0000-7000-8000-000000000000", "--mode", "test"}, false},
 			{"ErrNoMerchant", []string{"--mode", "test"}, true},
@@ -1136,6 +1161,16 @@ func TestUsage(t *testing.T) {
 			wantErr(t, true, out, err)
 		})
 	}
+	// -h after a command prints its flags and is no failure (exit 0).
+	t.Run("OKCommandHelp", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{{"serve", "-h"}, {"key", "create", "--help"}, {"merchant", "update", "-h"}} {
+			_, errOut, err := cli(t, getenv(), args...)
+			if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "Usage of xaalis "+strings.Join(args[:len(args)-1], " ")) {
+				t.Errorf("xaalis %s: %v\n%s", strings.Join(args, " "), err, errOut)
+			}
+		}
+	})
 	t.Run("OKHelp", func(t *testing.T) {
 		t.Parallel()
 		out, _, err := cli(t, getenv(), "help")

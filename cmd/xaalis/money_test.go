@@ -67,7 +67,7 @@ func TestOperatorCLI(t *testing.T) {
 		}
 		b := submit()
 		_, _, err := cli(t, noEnv, "payout-request", "reject", b, "--database-url", db)
-		wantErr(t, false, "", err) // a reason is required
+		wantErr(t, true, "", err) // a reason is required: a bad command line
 		mustCLI(t, noEnv, "payout-request", "reject", b, "--reason", "unknown account", "--database-url", db)
 		if status(b) != "rejected" {
 			t.Fatal("reject")

@@ -21,7 +21,7 @@ func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(stri
 	expiresAt := fs.String("expires-at", "", "the token ends at this time, RFC 3339; default: never")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if *name == "" {
 		// The guides and the README make a token with the bare command: the
@@ -50,7 +50,7 @@ func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(stri
 	return withApp(ctx, *db, func(app *xaalis.App) error {
 		t, secret, err := app.CreateOperatorToken(ctx, *name, expiry)
 		if err != nil {
-			return describe(err)
+			return describe(err, "name", "expires_at")
 		}
 		if *asJSON {
 			out := operatorTokenJSON(t)
@@ -76,7 +76,7 @@ func cmdOperatorTokenList(ctx context.Context, args []string, getenv func(string
 	db := databaseFlag(fs, getenv)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("operator token list: unexpected argument %q", fs.Arg(0))
@@ -121,7 +121,7 @@ func cmdOperatorTokenRevoke(ctx context.Context, args []string, getenv func(stri
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if len(pos) != 1 {
 		return usagef("operator token revoke: expected one token ID")
@@ -149,7 +149,7 @@ func cmdAuditList(ctx context.Context, args []string, getenv func(string) string
 	page := fs.Int("page", 1, "page of --limit entries")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if *limit < 1 || *limit > xaalis.MaxPerPage || *page < 1 || *page > xaalis.MaxPage {
 		return usagef("audit list: --limit must be 1 to %d and --page 1 to %d", xaalis.MaxPerPage, xaalis.MaxPage)
@@ -186,7 +186,7 @@ func cmdPayoutRequest(ctx context.Context, action string, args []string, getenv 
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if len(pos) != 1 {
 		return usagef("payout-request %s: expected one payout request ID", action)
@@ -196,6 +196,9 @@ func cmdPayoutRequest(ctx context.Context, action string, args []string, getenv 
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payout request %s not found", pos[0])
 		} else if err != nil {
+			if u := describe(err, "reason"); errors.As(u, new(usageError)) {
+				return u
+			}
 			var e *xaalis.Error
 			if errors.As(err, &e) && e.Message != "" {
 				return errors.New(e.Message)
@@ -216,7 +219,7 @@ func cmdLedgerCheck(ctx context.Context, args []string, getenv func(string) stri
 	fs := newFlags("ledger check", stderr)
 	db := databaseFlag(fs, getenv)
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	return withApp(ctx, *db, func(app *xaalis.App) error {
 		_, ps, err := app.RunLedgerCheck(ctx, false)
@@ -242,7 +245,7 @@ func cmdPaymentMarkRefunded(ctx context.Context, args []string, getenv func(stri
 	note := fs.String("note", "", "what was done (the payout that paid the payer back)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if len(pos) != 1 {
 		return usagef("payment mark-refunded: expected one payment ID")

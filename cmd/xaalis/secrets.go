@@ -171,7 +171,7 @@ func cmdSecretsAddKey(ctx context.Context, args []string, getenv func(string) st
 	db := databaseFlag(fs, getenv)
 	keyFile := secretKeyFlag(fs, getenv)
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("secrets add-key: unexpected argument %q", fs.Arg(0))
@@ -198,7 +198,7 @@ func cmdSecretsRotate(ctx context.Context, args []string, getenv func(string) st
 	noNewKey := fs.Bool("no-new-key", false, "make the key file's newest key current instead of adding one (several servers: after `secrets add-key` and copying the file to each; or to finish an interrupted rotation)")
 	batch := fs.Int("batch", 200, "secrets re-encrypted per transaction")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("secrets rotate: unexpected argument %q", fs.Arg(0))
@@ -273,7 +273,7 @@ func cmdSecretsStatus(ctx context.Context, args []string, getenv func(string) st
 	keyFile := secretKeyFlag(fs, getenv)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	ctx = withKeyFile(ctx, *keyFile)
 	store, ki, err := openStoreKeyed(ctx, *db, false)

@@ -107,7 +107,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	retryScale := fs.Float64("webhook-retry-scale", retryScaleDef, "TESTING ONLY: multiply the webhook retry schedule's waits (1: 1 min, 5 min, 30 min, ...; 0.001: 60 ms, 300 ms, ...) (env XAALIS_WEBHOOK_RETRY_SCALE)")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))
