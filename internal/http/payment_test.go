@@ -122,7 +122,14 @@ func TestPaymentCreate(t *testing.T) {
 					t.Fatal("one phone, several customers")
 				}
 			}
-			r, _ := e.pay(t, keys.SecretTest, "form-x", `"payer":{"phone":"+221771112233"},"phone":"+221779998877"`)
+			// One number in two forms agrees (DECISIONS: "two forms that
+			// disagree" are refused).
+			r, p := e.pay(t, keys.SecretTest, "form-same", `"payer":{"phone":"+221771112233"},"phone":"77 111 22 33","customer":{"msisdn":"00221771112233"}`)
+			r.want(t, 201, "")
+			if p.Payer.Phone == nil || *p.Payer.Phone != "+221771112233" {
+				t.Fatalf("one number in three forms: %s", r.body)
+			}
+			r, _ = e.pay(t, keys.SecretTest, "form-x", `"payer":{"phone":"+221771112233"},"phone":"+221779998877"`)
 			r.want(t, 422, xaalis.EValidation)
 			if len(r.err.Errors["phone"]) == 0 {
 				t.Fatalf("disagreeing forms: %v", r.err.Errors)

@@ -53,11 +53,17 @@ const (
 )
 
 // payerFields merges the payer forms; two forms that disagree are a
-// validation error.
-func (in *PaymentInput) payerFields(v ValidationErrors) (phone, name string) {
+// validation error. Two phones in forms that ParsePhone reads as one
+// number for country ("+221771234567" and "77 123 45 67") agree.
+func (in *PaymentInput) payerFields(v ValidationErrors, country Country) (phone, name string) {
 	type form struct {
 		field string
 		val   *string
+	}
+	samePhone := func(a, b string) bool {
+		pa, ea := ParsePhone(a, country)
+		pb, eb := ParsePhone(b, country)
+		return ea == nil && eb == nil && pa == pb
 	}
 	pick := func(label string, forms []form) string {
 		got, from := "", ""
@@ -66,7 +72,7 @@ func (in *PaymentInput) payerFields(v ValidationErrors) (phone, name string) {
 				continue
 			}
 			s := strings.TrimSpace(*f.val)
-			if got != "" && s != got {
+			if got != "" && s != got && !(label == "phone" && samePhone(s, got)) {
 				v.Add(f.field, fmt.Sprintf("disagrees with %s: send the payer's %s in one form only", from, label))
 				continue
 			}
@@ -194,7 +200,7 @@ func (a *App) draftPayment(ctx context.Context, p *Principal, in PaymentInput, p
 	if pub {
 		in.refusePublishable(v)
 	}
-	phone, name := in.payerFields(v)
+	phone, name := in.payerFields(v, country)
 	success := validURL(v, "success_url", in.SuccessURL, !precheck)
 	failed := validURL(v, "failed_url", in.FailedURL, !precheck)
 	if pub {
