@@ -105,9 +105,11 @@ func TestDisputes(t *testing.T) {
 		t.Run("OKRespondThenWon", func(t *testing.T) {
 			var got disputeRecord
 			e.do(call{method: "POST", path: "/v1/disputes/" + d.ID + "/respond", key: keys.SecretTest, idem: "r-ok",
-				body: `{"evidence":["https://shop.example/receipt.pdf"],"merchant_response":"Delivered on 12 Nov, signed."}`}).
+				// 500 characters (501 bytes): the spec counts characters.
+				body: `{"evidence":["https://shop.example/receipt.pdf","https://shop.example/caf\u00e9` + strings.Repeat("a", 475) + `"],` +
+					`"merchant_response":"Delivered on 12 Nov, signed."}`}).
 				want(t, 200, "").data(t, &got)
-			if got.Status != "under_review" || len(got.Evidence) != 1 {
+			if got.Status != "under_review" || len(got.Evidence) != 2 {
 				t.Fatalf("responded: %+v", got)
 			}
 			r := e.do(call{method: "POST", path: "/v1/disputes/" + d.ID + "/respond", key: keys.SecretTest, idem: "r-again",

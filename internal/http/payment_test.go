@@ -202,6 +202,25 @@ func TestPaymentValidation(t *testing.T) {
 			if got := r.err.Errors["metadata"]; len(got) != 1 {
 				t.Errorf("21 metadata keys: want one message on metadata, got %v", r.err.Errors)
 			}
+			// Lengths are counted in characters, not bytes: a merchant_ref
+			// of 100 characters, a metadata key of 40 and a value of 500,
+			// each twice as many bytes, pass; one character more does not.
+			e1 := func(n int) string { return strings.Repeat("é", n) }
+			n++
+			r = e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: fmt.Sprint("v-", n),
+				body: payBody(e1(100), `"metadata":{"`+e1(40)+`":"`+e1(500)+`"}`)}).want(t, 201, "")
+			for field, extra := range map[string]string{"merchant_ref": "", "metadata.k": `"metadata":{"k":"` + e1(501) + `"}`} {
+				ref := "len-" + field
+				if field == "merchant_ref" {
+					ref = e1(101)
+				}
+				n++
+				r = e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: fmt.Sprint("v-", n),
+					body: payBody(ref, extra), invalid: true}).want(t, 422, xaalis.EValidation)
+				if len(r.err.Errors[field]) == 0 {
+					t.Errorf("%s one character too long: %s", field, r.body)
+				}
+			}
 		})
 		t.Run("ErrAmountMustBePositive", func(t *testing.T) {
 			post(keys.SecretTest, "", 0).want(t, 422, xaalis.EAmountMustBePositive)

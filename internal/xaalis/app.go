@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -191,7 +192,7 @@ func (n *newMerchantRecords) insert(tx Tx) error {
 func (a *App) newMerchant(ctx context.Context, in MerchantCreate) (*newMerchantRecords, error) {
 	v := ValidationErrors{}
 	in.Name = strings.TrimSpace(in.Name)
-	if in.Name == "" || len(in.Name) > 200 {
+	if in.Name == "" || utf8.RuneCountInString(in.Name) > 200 {
 		v.Add("name", "is required, at most 200 characters")
 	}
 	if in.Country == "" {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/xaalis/xaalis/internal/ledger"
 )
@@ -193,7 +194,7 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 	for i, e := range in.Evidence {
 		u, err := url.Parse(e)
 		switch {
-		case len(e) > DisputeMaxEvidenceLen:
+		case utf8.RuneCountInString(e) > DisputeMaxEvidenceLen:
 			v.Add(fmt.Sprintf("evidence[%d]", i), fmt.Sprintf("must be at most %d characters", DisputeMaxEvidenceLen))
 		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
 			v.Add(fmt.Sprintf("evidence[%d]", i), "must be an absolute http or https URL")
@@ -201,7 +202,7 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 	}
 	resp := ""
 	if in.MerchantResponse != nil {
-		if resp = strings.TrimSpace(*in.MerchantResponse); len([]rune(resp)) > DisputeMaxResponseLen {
+		if resp = strings.TrimSpace(*in.MerchantResponse); utf8.RuneCountInString(resp) > DisputeMaxResponseLen {
 			v.Add("merchant_response", fmt.Sprintf("must be at most %d characters", DisputeMaxResponseLen))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // OperatorToken authenticates the service operator on the admin listener.
@@ -53,7 +54,7 @@ const operatorTokenPrefix = "xop_"
 func (a *App) CreateOperatorToken(ctx context.Context, name string, expiresAt *time.Time) (*OperatorToken, string, error) {
 	name = strings.TrimSpace(name)
 	v := ValidationErrors{}
-	if name == "" || len(name) > 100 {
+	if name == "" || utf8.RuneCountInString(name) > 100 {
 		v.Add("name", "is required, at most 100 characters")
 	}
 	now := a.now()

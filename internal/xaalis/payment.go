@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // PaymentInput is the body of POST /v1/payments. The payer may come in any
@@ -89,7 +90,7 @@ func (in *PaymentInput) payerFields(v ValidationErrors, country Country) (phone,
 	}
 	phone = pick("phone", []form{{"payer.phone", pp}, {"phone", in.Phone}, {"payer_phone", in.PayerPhone}, {"customer.msisdn", cm}, {"customer.phone", cp}})
 	name = pick("name", []form{{"payer.name", pn}, {"name", in.Name}, {"payer_name", in.PayerName}, {"customer.name", cn}})
-	if len(name) > 200 {
+	if utf8.RuneCountInString(name) > 200 {
 		v.Add("payer.name", "must be at most 200 characters")
 	}
 	return phone, name
@@ -104,7 +105,7 @@ func validURL(v ValidationErrors, field string, s *string, required bool) string
 		return ""
 	}
 	u, err := url.Parse(strings.TrimSpace(*s))
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(*s) > 2000 {
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || utf8.RuneCountInString(*s) > 2000 {
 		v.Add(field, "must be an absolute http or https URL of at most 2000 characters")
 		return ""
 	}
@@ -177,7 +178,7 @@ func (a *App) draftPayment(ctx context.Context, p *Principal, in PaymentInput, p
 		if !precheck {
 			v.Add("merchant_ref", "is required")
 		}
-	} else if ref = strings.TrimSpace(*in.MerchantRef); len(ref) > 100 {
+	} else if ref = strings.TrimSpace(*in.MerchantRef); utf8.RuneCountInString(ref) > 100 {
 		v.Add("merchant_ref", "must be at most 100 characters")
 	}
 	cur := XOF

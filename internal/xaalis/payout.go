@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/xaalis/xaalis/internal/ledger"
 )
@@ -60,7 +61,7 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	ref := ""
 	if in.MerchantRef == nil || strings.TrimSpace(*in.MerchantRef) == "" {
 		v.Add("merchant_ref", "is required")
-	} else if ref = strings.TrimSpace(*in.MerchantRef); len(ref) > 100 {
+	} else if ref = strings.TrimSpace(*in.MerchantRef); utf8.RuneCountInString(ref) > 100 {
 		v.Add("merchant_ref", "must be at most 100 characters")
 	}
 	cur := m.SettlementCurrency
@@ -88,13 +89,13 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 		phone = strings.TrimSpace(*in.Recipient.Phone)
 	}
 	if in.Recipient != nil && in.Recipient.Name != nil {
-		if name = strings.TrimSpace(*in.Recipient.Name); len(name) > 200 {
+		if name = strings.TrimSpace(*in.Recipient.Name); utf8.RuneCountInString(name) > 200 {
 			v.Add("recipient.name", "must be at most 200 characters")
 		}
 	}
 	desc := ""
 	if in.Description != nil {
-		if desc = strings.TrimSpace(*in.Description); len(desc) > 500 {
+		if desc = strings.TrimSpace(*in.Description); utf8.RuneCountInString(desc) > 500 {
 			v.Add("description", "must be at most 500 characters")
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Interval is the billing period unit of a plan.
@@ -96,11 +97,11 @@ func ValidateMetadata(v ValidationErrors, md map[string]string) {
 		v.Add("metadata", "at most 20 keys are allowed")
 	}
 	for k, val := range md {
-		if k == "" || len(k) > MetadataMaxKeyLen {
+		if k == "" || utf8.RuneCountInString(k) > MetadataMaxKeyLen {
 			v.Add("metadata", "keys must be 1 to 40 characters")
 			break
 		}
-		if len(val) > MetadataMaxValueLen {
+		if utf8.RuneCountInString(val) > MetadataMaxValueLen {
 			v.Add("metadata."+k, "values must be at most 500 characters")
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // CreatePlan creates a plan in the key's mode. It returns
@@ -17,7 +18,7 @@ func (a *App) CreatePlan(ctx context.Context, p *Principal, in PlanInput) (*Plan
 	name := ""
 	if in.Name == nil || strings.TrimSpace(*in.Name) == "" {
 		v.Add("name", "is required")
-	} else if name = strings.TrimSpace(*in.Name); len(name) > 200 {
+	} else if name = strings.TrimSpace(*in.Name); utf8.RuneCountInString(name) > 200 {
 		v.Add("name", "must be at most 200 characters")
 	}
 	cur := XOF

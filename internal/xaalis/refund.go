@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/xaalis/xaalis/internal/ledger"
 )
@@ -62,7 +63,7 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	}
 	reason := ""
 	if in.Reason != nil {
-		if reason = strings.TrimSpace(*in.Reason); len(reason) > 500 {
+		if reason = strings.TrimSpace(*in.Reason); utf8.RuneCountInString(reason) > 500 {
 			v.Add("reason", "must be at most 500 characters")
 		}
 	}

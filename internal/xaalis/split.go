@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/xaalis/xaalis/internal/ledger"
 )
@@ -96,7 +97,7 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 		}
 		desc := ""
 		if it.Description != nil {
-			if desc = strings.TrimSpace(*it.Description); len(desc) > 500 {
+			if desc = strings.TrimSpace(*it.Description); utf8.RuneCountInString(desc) > 500 {
 				v.Add(field+".description", "must be at most 500 characters")
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // EventTypes are the events a webhook endpoint may subscribe to.
@@ -76,7 +77,7 @@ func (a *App) CreateWebhookEndpoint(ctx context.Context, p *Principal, in Webhoo
 	url := ""
 	if in.URL == nil || strings.TrimSpace(*in.URL) == "" {
 		v.Add("url", "is required")
-	} else if url = strings.TrimSpace(*in.URL); len(url) > 2000 {
+	} else if url = strings.TrimSpace(*in.URL); utf8.RuneCountInString(url) > 2000 {
 		v.Add("url", "must be at most 2000 characters")
 	}
 	events := []string{}
@@ -101,7 +102,7 @@ func (a *App) CreateWebhookEndpoint(ctx context.Context, p *Principal, in Webhoo
 	}
 	desc := ""
 	if in.Description != nil {
-		if desc = strings.TrimSpace(*in.Description); len(desc) > 500 {
+		if desc = strings.TrimSpace(*in.Description); utf8.RuneCountInString(desc) > 500 {
 			v.Add("description", "must be at most 500 characters")
 		}
 	}
