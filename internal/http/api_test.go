@@ -189,7 +189,7 @@ func TestErrors(t *testing.T) {
 			}
 		})
 		t.Run("ErrInvalidJSON", func(t *testing.T) {
-			for i, body := range []string{`{"name":`, `not json`, `[1,2]`, `{"name":"a"} {"name":"b"}`} {
+			for i, body := range []string{`{"name":`, `not json`, `[1,2]`, `{"name":"a"} {"name":"b"}`, `null`, ` null `, `"plan"`, `42`} {
 				post(fmt.Sprint("bad-json-", i), body).want(t, 400, xaalis.EInvalidRequest)
 			}
 		})

@@ -122,6 +122,11 @@ func decode(r *http.Request, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
+	// null decodes into a struct as nothing at all; it is not the object
+	// every body is.
+	if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		return xaalis.Errorf(xaalis.EInvalidRequest, "The body must be a JSON object.")
+	}
 	// A key given twice is refused rather than read as its last value.
 	if k := xaalis.DuplicateKey(body, v); k != "" {
 		return xaalis.DuplicateKeyError(k)
