@@ -346,6 +346,44 @@ func TestWebhookDelivery(t *testing.T) {
 	})
 }
 
+// TestWebhookInactiveMerchant: a merchant that is not active keeps read
+// access and may stop deliveries (delete an endpoint), but creates nothing:
+// no endpoint, secret, test event or redelivery (README: "gets 422
+// merchant_inactive on calls that create or move anything").
+func TestWebhookInactiveMerchant(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, d := hookEnv(t, b.open(t))
+		id, k := e.merchant()
+		rc := newReceiver(t)
+		ep, _ := e.endpoint(t, k.SecretTest, rc.srv.URL+"/in", "")
+		e.do(call{method: "POST", path: "/v1/webhooks/test", key: k.SecretTest, idem: "t-0", body: `{}`}).want(t, 201, "")
+		runOnce(t, d)
+		var evs []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/events", key: k.SecretTest}).want(t, 200, "").data(t, &evs)
+		if len(evs) != 1 {
+			t.Fatalf("events %d", len(evs))
+		}
+		st := xaalis.MerchantSuspended
+		if _, err := e.app.UpdateMerchant(context.Background(), id, xaalis.MerchantUpdate{Status: &st}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []call{
+			{method: "POST", path: "/v1/webhook-endpoints", body: `{"url":"` + rc.srv.URL + `/more"}`},
+			{method: "POST", path: "/v1/webhook-endpoints/" + ep + "/rotate-secret", body: `{}`},
+			{method: "POST", path: "/v1/webhooks/test", body: `{}`},
+			{method: "POST", path: "/v1/events/" + evs[0].ID + "/redeliver"},
+			{method: "POST", path: "/v1/events/redeliver", body: `{"type":"webhook.test"}`},
+		} {
+			c.key, c.idem = k.SecretTest, "in-"+c.path
+			if r := e.do(c).want(t, 422, xaalis.EMerchantInactive); r.err.Context["status"] != "suspended" {
+				t.Errorf("%s: context %v", c.path, r.err.Context)
+			}
+		}
+		e.do(call{method: "GET", path: "/v1/webhook-endpoints/" + ep, key: k.SecretTest}).want(t, 200, "")
+		e.do(call{method: "DELETE", path: "/v1/webhook-endpoints/" + ep, key: k.SecretTest, idem: "in-del"}).want(t, 200, "")
+	})
+}
+
 // TestWebhookURLRules registers every refused URL form through the API.
 func TestWebhookURLRules(t *testing.T) {
 	// As xaalis serve registers: a name that does not resolve yet is taken

@@ -128,8 +128,11 @@ func (r *Redelivery) MarshalJSON() ([]byte, error) {
 // delivery are not counted. It returns validation_error for an unknown
 // type or status, an empty time range, or more than MaxRedeliverEvents
 // (App.MaxRedeliver when set) events (context count and max); not_found or
-// livemode_mismatch for the endpoint.
+// livemode_mismatch for the endpoint; merchant_inactive.
 func (a *App) RedeliverMatching(ctx context.Context, p *Principal, f RedeliveryFilter) (*Redelivery, error) {
+	if err := p.Merchant.ActiveError(); err != nil {
+		return nil, err
+	}
 	f.MerchantID, f.Mode = p.Merchant.ID, p.Mode()
 	v := ValidationErrors{}
 	if f.Type != "" && !slices.Contains(EventTypes, f.Type) {

@@ -71,8 +71,12 @@ type WebhookEndpointInput struct {
 
 // CreateWebhookEndpoint registers a URL for the merchant's events in the
 // key's mode; its whsec_ secret is shown in this answer only. It returns
-// validation_error (the URL rules name the rule broken).
+// validation_error (the URL rules name the rule broken) and
+// merchant_inactive.
 func (a *App) CreateWebhookEndpoint(ctx context.Context, p *Principal, in WebhookEndpointInput) (*WebhookEndpoint, error) {
+	if err := p.Merchant.ActiveError(); err != nil {
+		return nil, err
+	}
 	v := ValidationErrors{}
 	url := ""
 	if in.URL == nil || strings.TrimSpace(*in.URL) == "" {
@@ -163,9 +167,12 @@ func (a *App) DeleteWebhookEndpoint(ctx context.Context, p *Principal, id string
 
 // RotateWebhookSecret gives an endpoint a new secret; the old one keeps
 // signing too (a second v1 entry) for the grace period. It returns the
-// endpoint with its new secret shown, not_found, livemode_mismatch or
-// validation_error for a grace period out of range.
+// endpoint with its new secret shown, not_found, livemode_mismatch,
+// merchant_inactive or validation_error for a grace period out of range.
 func (a *App) RotateWebhookSecret(ctx context.Context, p *Principal, id string, grace *int64) (*WebhookEndpoint, error) {
+	if err := p.Merchant.ActiveError(); err != nil {
+		return nil, err
+	}
 	g := DefaultRotationGrace
 	if grace != nil {
 		if *grace < 0 || *grace > int64(MaxRotationGrace/time.Second) {
@@ -323,9 +330,12 @@ func (a *App) eventDetail(ctx context.Context, e *Event) (*EventView, error) {
 
 // Redeliver sends an event again: a new delivery, due now, to every URL it
 // was delivered to (or to the endpoints subscribed to it, when it had
-// none). It returns the event with its deliveries; not_found or
-// livemode_mismatch.
+// none). It returns the event with its deliveries; not_found,
+// livemode_mismatch or merchant_inactive.
 func (a *App) Redeliver(ctx context.Context, p *Principal, id string) (*EventView, error) {
+	if err := p.Merchant.ActiveError(); err != nil {
+		return nil, err
+	}
 	e, err := a.Store.Event(ctx, p.Merchant.ID, id)
 	if err != nil {
 		return nil, err
@@ -394,8 +404,12 @@ func (a *App) redeliver(ctx context.Context, e *Event, audited bool) error {
 
 // SendTestEvent writes a webhook.test event delivered, signed like any
 // other, to one endpoint (endpointID) or every endpoint of the account. It
-// returns validation_error when there is no endpoint, not_found.
+// returns validation_error when there is no endpoint, not_found and
+// merchant_inactive.
 func (a *App) SendTestEvent(ctx context.Context, p *Principal, endpointID string) (*EventView, error) {
+	if err := p.Merchant.ActiveError(); err != nil {
+		return nil, err
+	}
 	if endpointID != "" {
 		if _, err := a.WebhookEndpoint(ctx, p, endpointID); err != nil {
 			return nil, err
