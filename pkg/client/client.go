@@ -159,7 +159,9 @@ type Error struct {
 	Code ErrorCode
 	// Message explains it; it may change, do not parse it.
 	Message string
-	// Context holds the code's structured data (context.required_scope, ...).
+	// Context holds the code's structured data (context.required_scope,
+	// ...); its numbers are json.Number, exact (context.required of
+	// insufficient_balance is "1010000", never 1.01e+06).
 	Context map[string]any
 	// Errors maps field names to messages, for validation_error.
 	Errors map[string][]string
@@ -322,7 +324,7 @@ func decodeAnswer(res *http.Response, out any) error {
 		if out == nil {
 			return nil
 		}
-		if err := json.Unmarshal(b, out); err != nil {
+		if err := decodeJSON(b, out); err != nil {
 			return fmt.Errorf("xaalis: decode answer: %w", err)
 		}
 		return nil
@@ -332,7 +334,7 @@ func decodeAnswer(res *http.Response, out any) error {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
 	var env errorEnvelope
-	if json.Unmarshal(b, &env) == nil && env.Error != nil {
+	if decodeJSON(b, &env) == nil && env.Error != nil {
 		o := env.Error
 		e.Code, e.Message, e.Context, e.Errors, e.DocumentationURL = o.Code, o.Message, o.Context, o.Errors, o.DocumentationURL
 	} else {
@@ -342,6 +344,15 @@ func decodeAnswer(res *http.Response, out any) error {
 		}
 	}
 	return e
+}
+
+// decodeJSON decodes an answer with the numbers of its free-form parts
+// (an error's context: amounts, limits) as json.Number, exact: no float
+// ever holds an amount.
+func decodeJSON(b []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(out)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

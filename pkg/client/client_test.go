@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -69,6 +70,10 @@ func TestPaymentsAndErrors(t *testing.T) {
 			Recipient: client.PayoutRecipient{Phone: provider.TestPhoneSuccess}})
 		if !errors.As(err, &e) || e.Code != client.CodeInsufficientBalance || e.Context["currency"] != "XOF" {
 			t.Fatalf("insufficient balance: %v", err)
+		}
+		// A context's amounts are exact json.Numbers, never floats.
+		if req, ok := e.Context["required"].(json.Number); !ok || req.String() == "" || strings.ContainsAny(req.String(), "e.") {
+			t.Fatalf("context.required = %#v (%T), want an exact json.Number", e.Context["required"], e.Context["required"])
 		}
 		_, err = c.Payments.Get(ctx, xaalis.NewUUIDv7())
 		if !errors.As(err, &e) || e.HTTPStatus != 404 || e.Code != client.CodeNotFound {
