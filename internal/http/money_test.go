@@ -380,6 +380,16 @@ func TestRefunds(t *testing.T) {
 			if r.err.Context["provider"] != "channel_b" || !strings.Contains(r.err.Message, "payout") {
 				t.Fatalf("refund_not_supported: %s", r.body)
 			}
+			// The operator marks it refunded by hand; asked again, the same
+			// record answers, its payment_url and checkout_url included.
+			admin, token := adminEnv(t, e)
+			for i := range 2 {
+				st, out := operatorDo(t, admin, token, "POST", "/admin/v1/payments/"+q.ID+"/mark-refunded", `{"note":"paid back by payout"}`)
+				d, _ := out["data"].(map[string]any)
+				if st != 200 || d["status"] != "refunded" || q.PaymentURL == nil || d["payment_url"] != *q.PaymentURL || d["checkout_url"] != *q.PaymentURL {
+					t.Fatalf("mark-refunded, call %d: %d %v", i+1, st, out)
+				}
+			}
 		})
 		t.Run("OKPartialThenFull", func(t *testing.T) {
 			r := refund("r-1", `{"transaction_id":"`+p.Reference+`","amount":4000,"reason":"returned item"}`).want(t, 201, "")

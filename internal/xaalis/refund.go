@@ -379,7 +379,7 @@ func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, 
 			return E(ENonPaymentTransactionRefund, "type", string(t.Type))
 		}
 		if t.Status == StatusRefunded {
-			out = t
+			out = a.decorate(t)
 			return nil
 		}
 		if t.Status != StatusSuccess {
