@@ -197,8 +197,8 @@ func TestErrors(t *testing.T) {
 			post("big-1", `{"name":"`+strings.Repeat("a", 5000)+`"}`).want(t, 413, xaalis.ERequestTooLarge)
 		})
 		t.Run("ErrValidation", func(t *testing.T) {
-			r := post("val-1", `{"amount":5000,"interval":"fortnight","currency":"GBP","interval_count":0}`).want(t, 422, xaalis.EValidation)
-			for _, f := range []string{"name", "interval", "currency", "interval_count"} {
+			r := post("val-1", `{"amount":5000,"interval":"fortnight","currency":"GBP","interval_count":0,"term_count":0}`).want(t, 422, xaalis.EValidation)
+			for _, f := range []string{"name", "interval", "currency", "interval_count", "term_count"} {
 				if len(r.err.Errors[f]) == 0 {
 					t.Errorf("no message for %s: %v", f, r.err.Errors)
 				}

@@ -577,6 +577,40 @@ func TestSubscriptions(t *testing.T) {
 				t.Fatalf("events %s", evs)
 			}
 		})
+		// DECISIONS: "expired when its plan's term ends". A plan of two
+		// monthly periods bills two, then the subscription expires.
+		t.Run("OKTermEnds", func(t *testing.T) {
+			var pl struct {
+				ID        string
+				TermCount *int `json:"term_count"`
+			}
+			e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "plan-term",
+				body: `{"name":"Two months","amount":3000,"interval":"month","term_count":2}`}).want(t, 201, "").data(t, &pl)
+			if pl.TermCount == nil || *pl.TermCount != 2 {
+				t.Fatalf("plan term_count %v", pl.TermCount)
+			}
+			var s subRecord
+			create("sub-term", pl.ID, custID, `,"provider":"channel_a"`).want(t, 201, "").data(t, &s)
+			payments := map[string]bool{s.LatestPaymentID: true}
+			for period := 1; period <= 2; period++ {
+				e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+				if s.Status != "active" {
+					t.Fatalf("period %d: %+v", period, s)
+				}
+				payments[s.LatestPaymentID] = true
+				e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + s.LatestPaymentID + "/simulate", key: keys.SecretTest,
+					idem: fmt.Sprint("term-pay-", period), body: `{"outcome":"success"}`}).want(t, 200, "")
+				e.clock.Advance(32 * 24 * time.Hour)
+				e.app.RenewDue(ctx, 10)
+			}
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &s)
+			if s.Status != "expired" || len(payments) != 2 || payments[s.LatestPaymentID] == false {
+				t.Fatalf("after the term of 2 periods: %+v, %d payments asked", s, len(payments))
+			}
+			if evs := strings.Join(e.events(t, s.ID), ","); !strings.HasSuffix(evs, "subscription.expired") {
+				t.Fatalf("events %s", evs)
+			}
+		})
 		// A provider may settle a period's payment at once (the magic
 		// numbers 0001 and 0002): the subscription follows that outcome
 		// as it follows a later one.

@@ -8,12 +8,12 @@ import (
 )
 
 const planColumns = `id, merchant_id, mode, name, amount, currency, interval, interval_count, active, metadata,
-	created_at, updated_at`
+	created_at, updated_at, term_count`
 
 func scanPlan(op string, row interface{ Scan(...any) error }) (*xaalis.Plan, error) {
 	var p xaalis.Plan
 	if err := row.Scan(&p.ID, &p.MerchantID, &p.Mode, &p.Name, &p.Amount.Minor, &p.Amount.Currency, &p.Interval,
-		&p.IntervalCount, &p.Active, &p.Metadata, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		&p.IntervalCount, &p.Active, &p.Metadata, &p.CreatedAt, &p.UpdatedAt, &p.TermCount); err != nil {
 		return nil, notFound(op, err)
 	}
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
@@ -71,9 +71,9 @@ func metadata(md map[string]string) map[string]string {
 // CreatePlan inserts a plan.
 func (t *Tx) CreatePlan(ctx context.Context, p *xaalis.Plan) error {
 	_, err := t.tx.Exec(ctx, `INSERT INTO plans (`+planColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		p.ID, p.MerchantID, p.Mode, p.Name, p.Amount.Minor, p.Amount.Currency, p.Interval, p.IntervalCount,
-		p.Active, metadata(p.Metadata), p.CreatedAt, p.UpdatedAt)
+		p.Active, metadata(p.Metadata), p.CreatedAt, p.UpdatedAt, p.TermCount)
 	if err != nil {
 		return fmt.Errorf("create plan: %w", err)
 	}

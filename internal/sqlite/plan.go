@@ -9,7 +9,7 @@ import (
 )
 
 const planColumns = `id, merchant_id, mode, name, amount, currency, interval, interval_count, active, metadata,
-	created_at, updated_at`
+	created_at, updated_at, term_count`
 
 func scanPlan(sc func(...any) error) (*xaalis.Plan, error) {
 	var p xaalis.Plan
@@ -17,7 +17,7 @@ func scanPlan(sc func(...any) error) (*xaalis.Plan, error) {
 	var md string
 	var created, updated int64
 	if err := sc(&p.ID, &p.MerchantID, &p.Mode, &p.Name, &p.Amount.Minor, &p.Amount.Currency, &p.Interval,
-		&p.IntervalCount, &active, &md, &created, &updated); err != nil {
+		&p.IntervalCount, &active, &md, &created, &updated, &p.TermCount); err != nil {
 		return nil, notFound(err)
 	}
 	p.Active = active == 1
@@ -81,9 +81,9 @@ func (t *Tx) CreatePlan(ctx context.Context, p *xaalis.Plan) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO plans (`+planColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO plans (`+planColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.MerchantID, p.Mode, p.Name, p.Amount.Minor, p.Amount.Currency, p.Interval, p.IntervalCount,
-		boolInt(p.Active), md, micros(p.CreatedAt), micros(p.UpdatedAt))
+		boolInt(p.Active), md, micros(p.CreatedAt), micros(p.UpdatedAt), p.TermCount)
 	return err
 }
 

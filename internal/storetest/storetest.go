@@ -815,7 +815,7 @@ func testPlan(t *testing.T, s xaalis.Store) {
 			mode = xaalis.ModeLive
 		}
 		p := &xaalis.Plan{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: mode, Name: fmt.Sprint("plan ", i),
-			Amount: xaalis.Units(5000, xaalis.XOF), Interval: xaalis.IntervalMonth, IntervalCount: 1, Active: true,
+			Amount: xaalis.Units(5000, xaalis.XOF), Interval: xaalis.IntervalMonth, IntervalCount: 1, TermCount: 12 * i, Active: true,
 			Metadata: map[string]string{"tier": "gold"}, CreatedAt: t0.Add(time.Duration(i) * time.Second), UpdatedAt: t0}
 		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.CreatePlan(ctx, p) }); err != nil {
 			t.Fatal(err)
@@ -823,8 +823,11 @@ func testPlan(t *testing.T, s xaalis.Store) {
 		ids = append(ids, p.ID)
 	}
 	got, err := s.Plan(ctx, m.ID, ids[0])
-	if err != nil || got.Amount.Minor != 500000 || got.Metadata["tier"] != "gold" || got.Interval != xaalis.IntervalMonth {
+	if err != nil || got.Amount.Minor != 500000 || got.Metadata["tier"] != "gold" || got.Interval != xaalis.IntervalMonth || got.TermCount != 0 {
 		t.Fatalf("plan = %+v, %v", got, err)
+	}
+	if got, err := s.Plan(ctx, m.ID, ids[2]); err != nil || got.TermCount != 24 {
+		t.Fatalf("plan with a term = %+v, %v", got, err)
 	}
 	other := NewMerchant(t, s)
 	if _, err := s.Plan(ctx, other.ID, ids[0]); !errors.Is(err, xaalis.ErrNotFound) {

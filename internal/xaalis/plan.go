@@ -37,10 +37,14 @@ type Plan struct {
 	Amount        Amount
 	Interval      Interval
 	IntervalCount int
-	Active        bool
-	Metadata      map[string]string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// TermCount is the plan's term: the billing periods a subscription
+	// to it runs before it ends as expired; 0 is no term (billed until
+	// cancelled).
+	TermCount int
+	Active    bool
+	Metadata  map[string]string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // MarshalJSON renders the public record.
@@ -48,6 +52,10 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 	md := p.Metadata
 	if md == nil {
 		md = map[string]string{}
+	}
+	var term *int
+	if p.TermCount > 0 {
+		term = &p.TermCount
 	}
 	return json.Marshal(struct {
 		ID            string            `json:"id"`
@@ -57,12 +65,13 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		Currency      Currency          `json:"currency"`
 		Interval      Interval          `json:"interval"`
 		IntervalCount int               `json:"interval_count"`
+		TermCount     *int              `json:"term_count"`
 		Active        bool              `json:"active"`
 		Metadata      map[string]string `json:"metadata"`
 		Livemode      bool              `json:"livemode"`
 		CreatedAt     string            `json:"created_at"`
 		UpdatedAt     string            `json:"updated_at"`
-	}{p.ID, "plan", p.Name, p.Amount.Decimal(), p.Amount.Currency, p.Interval, p.IntervalCount,
+	}{p.ID, "plan", p.Name, p.Amount.Decimal(), p.Amount.Currency, p.Interval, p.IntervalCount, term,
 		p.Active, md, p.Mode.Live(), Timestamp(p.CreatedAt), Timestamp(p.UpdatedAt)})
 }
 
@@ -81,6 +90,7 @@ type PlanInput struct {
 	Currency      *string           `json:"currency"`
 	Interval      *string           `json:"interval"`
 	IntervalCount *int              `json:"interval_count"`
+	TermCount     *int              `json:"term_count"`
 	Metadata      map[string]string `json:"metadata"`
 }
 

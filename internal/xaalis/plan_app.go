@@ -8,6 +8,9 @@ import (
 	"unicode/utf8"
 )
 
+// MaxPlanTermCount bounds a plan's term, in billing periods.
+const MaxPlanTermCount = 1000
+
 // CreatePlan creates a plan in the key's mode. It returns
 // merchant_inactive, amount_must_be_positive or validation_error.
 func (a *App) CreatePlan(ctx context.Context, p *Principal, in PlanInput) (*Plan, error) {
@@ -44,6 +47,12 @@ func (a *App) CreatePlan(ctx context.Context, p *Principal, in PlanInput) (*Plan
 			v.Add("interval_count", "must be between 1 and 365")
 		}
 	}
+	term := 0
+	if in.TermCount != nil {
+		if term = *in.TermCount; term < 1 || term > MaxPlanTermCount {
+			v.Add("term_count", fmt.Sprintf("must be between 1 and %d billing periods, or absent for no term", MaxPlanTermCount))
+		}
+	}
 	ValidateMetadata(v, in.Metadata)
 	if err := v.Err(); err != nil {
 		return nil, err
@@ -51,7 +60,7 @@ func (a *App) CreatePlan(ctx context.Context, p *Principal, in PlanInput) (*Plan
 	now := a.now()
 	plan := &Plan{
 		ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), Name: name, Amount: amount,
-		Interval: interval, IntervalCount: count, Active: true, Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now,
+		Interval: interval, IntervalCount: count, TermCount: term, Active: true, Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now,
 	}
 	err = a.update(ctx, func(tx Tx) error {
 		if err := tx.CreatePlan(ctx, plan); err != nil {

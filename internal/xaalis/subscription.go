@@ -84,6 +84,21 @@ func periodEnd(t time.Time, p *Plan) time.Time {
 	return t.AddDate(0, n, 0)
 }
 
+// termEnded reports whether the period that ends at s's current period
+// end is the last of its plan's term. Periods follow one another from the
+// subscription's start, each ending where periodEnd puts it, as the
+// renewals compute them.
+func termEnded(s *Subscription, p *Plan) bool {
+	if p.TermCount <= 0 {
+		return false
+	}
+	end := s.CreatedAt
+	for range p.TermCount {
+		end = periodEnd(end, p)
+	}
+	return !s.CurrentPeriodEnd.Before(end)
+}
+
 // CreateSubscription starts a subscription and asks for its first period's
 // payment: tokenised mobile money does not exist yet, so each period the
 // customer approves a payment (a push to the phone with a provider, or a
@@ -335,6 +350,13 @@ func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
 				plan, err := tx.PlanByID(ctx, s.PlanID)
 				if err != nil {
 					return err
+				}
+				if termEnded(s, plan) {
+					s.Status = SubscriptionExpired
+					if err := tx.UpdateSubscription(ctx, s); err != nil {
+						return err
+					}
+					return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
 				}
 				s.CurrentPeriodStart, s.CurrentPeriodEnd, s.FailedAttempts = s.CurrentPeriodEnd, periodEnd(s.CurrentPeriodEnd, plan), 0
 			}

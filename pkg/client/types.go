@@ -23,18 +23,21 @@ type Pagination struct {
 
 // Plan is a recurring price subscriptions follow.
 type Plan struct {
-	ID            string    `json:"id"`
-	Object        string    `json:"object"`
-	Name          string    `json:"name"`
-	Amount        string    `json:"amount"`
-	Currency      Currency  `json:"currency"`
-	Interval      Interval  `json:"interval"`
-	IntervalCount int       `json:"interval_count"`
-	Active        bool      `json:"active"`
-	Metadata      Metadata  `json:"metadata"`
-	Livemode      bool      `json:"livemode"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	ID            string   `json:"id"`
+	Object        string   `json:"object"`
+	Name          string   `json:"name"`
+	Amount        string   `json:"amount"`
+	Currency      Currency `json:"currency"`
+	Interval      Interval `json:"interval"`
+	IntervalCount int      `json:"interval_count"`
+	// TermCount is the plan's term in billing periods, after which a
+	// subscription expires; nil without a term.
+	TermCount *int      `json:"term_count"`
+	Active    bool      `json:"active"`
+	Metadata  Metadata  `json:"metadata"`
+	Livemode  bool      `json:"livemode"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // PlanParams creates a plan. Amount is in whole units of Currency.
@@ -44,7 +47,9 @@ type PlanParams struct {
 	Currency      Currency `json:"currency,omitempty"`
 	Interval      Interval `json:"interval"`
 	IntervalCount int      `json:"interval_count,omitempty"`
-	Metadata      Metadata `json:"metadata,omitempty"`
+	// TermCount, when above 0, is the plan's term in billing periods.
+	TermCount int      `json:"term_count,omitempty"`
+	Metadata  Metadata `json:"metadata,omitempty"`
 }
 
 // Subscription is a customer paying a plan each period.
