@@ -366,6 +366,24 @@ func TestRefunds(t *testing.T) {
 			if r.err.Context["transaction_id"] != "TXN-ZZZZZZZZZZZZZZZZ" {
 				t.Fatalf("context %v", r.err.Context)
 			}
+			// "Older references, 14 characters, stay valid": with or
+			// without the prefix, they pass the format and are looked up.
+			for i, ref := range []string{"TXN-ZZZZZZZZZZZZZZ", "TXN-ZZZZZZZZZZ"} {
+				refund(fmt.Sprint("rn-old-", i), `{"transaction_id":"`+ref+`","amount":100}`).want(t, 404, xaalis.ETransactionNotFound)
+			}
+		})
+		t.Run("OKUpperCaseID", func(t *testing.T) {
+			_, k2 := e.merchant() // apart: the balances below are this merchant's
+			_, q := e.pay(t, k2.SecretTest, "ref-upper", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			var rf struct {
+				Type      string
+				PaymentID *string `json:"payment_id"`
+			}
+			e.do(call{method: "POST", path: "/v1/refunds", key: k2.SecretTest, idem: "ru-1",
+				body: `{"transaction_id":"` + strings.ToUpper(q.ID) + `","amount":100}`}).want(t, 201, "").data(t, &rf)
+			if rf.Type != "refund" || rf.PaymentID == nil || *rf.PaymentID != q.ID {
+				t.Fatalf("refund of %s: %+v", q.ID, rf)
+			}
 		})
 		t.Run("ErrTransactionNotRefundable", func(t *testing.T) {
 			_, q := e.pay(t, keys.SecretTest, "ref-pending", `"provider":"channel_a","payer":{"phone":"+221771234567"}`)

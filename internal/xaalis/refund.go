@@ -31,9 +31,11 @@ const (
 	EventRefundFailed = "refund.failed"
 )
 
-// transactionIDPattern is the strict identifier a refund names: a UUID or
-// a TXN- reference (16 characters, or 14 for older ones).
-var transactionIDPattern = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|TXN-[0-9A-Z]{16}|TXN-[0-9A-Z]{14})$`)
+// transactionIDPattern is the strict identifier a refund names: a UUID
+// (of either case, as RFC 9562 reads them) or a TXN- reference: 16
+// characters after TXN-, or an older one of 14 characters, which the spec
+// leaves to be read with or without its prefix (LooksLikeReference).
+var transactionIDPattern = regexp.MustCompile(`^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|TXN-[0-9A-Z]{16}|TXN-[0-9A-Z]{14}|TXN-[0-9A-Z]{10})$`)
 
 // CreateRefund gives back part or all of a successful payment through its
 // provider. Refunds of one payment are serialised on the payment's row, so
@@ -60,6 +62,8 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 		v.Add("transaction_id", "is required")
 	} else if key = strings.TrimSpace(*in.TransactionID); !transactionIDPattern.MatchString(key) {
 		v.Add("transaction_id", "must be a transaction id (UUID) or a TXN- reference")
+	} else if !strings.HasPrefix(key, "TXN-") {
+		key = strings.ToLower(key) // ids are stored in lower case
 	}
 	reason := ""
 	if in.Reason != nil {

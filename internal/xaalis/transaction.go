@@ -58,13 +58,15 @@ const referenceAlphabet = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
 func NewReference() string { return "TXN-" + RandomString(16, referenceAlphabet) }
 
 // LooksLikeReference reports whether s has the shape of a TXN- reference,
-// current (16 characters) or older (14).
+// current (16 characters after TXN-) or older: the spec's "older
+// references, 14 characters" may count the prefix or not, so both 14
+// characters after it and 14 in all are taken.
 func LooksLikeReference(s string) bool {
 	if !strings.HasPrefix(s, "TXN-") {
 		return false
 	}
 	n := len(s) - 4
-	if n != 16 && n != 14 {
+	if n != 16 && n != 14 && n != 10 {
 		return false
 	}
 	for _, c := range s[4:] {
