@@ -71,6 +71,10 @@ type Options struct {
 	// SecureCookies marks the cookies Secure even on plain HTTP: set it
 	// when a TLS-terminating proxy fronts the admin listener.
 	SecureCookies bool
+	// ClientIP reads a request's client address as the rest of the
+	// listener does (behind trusted proxies, the one they forwarded), for
+	// the sign-in throttle, the logs and the audit log; nil: the peer.
+	ClientIP func(*http.Request) string
 }
 
 // Console serves the operator console over an App.
@@ -210,8 +214,13 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 		Secure: c.cookieSecure(r), SameSite: http.SameSiteStrictMode})
 }
 
-// clientIP is the address the request came from.
-func clientIP(r *http.Request) string {
+// clientIP is the address the request came from: the listener's own
+// reading (Options.ClientIP, which walks the trusted proxies) when it has
+// one, else the peer.
+func (c *Console) clientIP(r *http.Request) string {
+	if c.Opts.ClientIP != nil {
+		return c.Opts.ClientIP(r)
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
@@ -248,7 +257,8 @@ func (c *Console) authenticate(w http.ResponseWriter, r *http.Request) (*session
 	if err != nil {
 		return nil, err
 	}
-	ctx := xaalis.WithActor(r.Context(), xaalis.Actor{Name: t.Name, TokenID: t.ID, RequestID: w.Header().Get("X-Request-Id")})
+	ctx := xaalis.WithActor(r.Context(), xaalis.Actor{Name: t.Name, TokenID: t.ID, RequestID: w.Header().Get("X-Request-Id"),
+		ClientIP: c.clientIP(r)})
 	return &session{s: s, token: t, secret: ck.Value, ctx: ctx}, nil
 }
 
@@ -481,23 +491,25 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusForbidden, next, l.T("forbidden_csrf"))
 		return
 	}
-	_, t, secret, err := c.App.SignIn(r.Context(), r.PostFormValue("token"), clientIP(r))
+	// The sign-in is audited with the request's id and address.
+	ctx := xaalis.WithActor(r.Context(), xaalis.Actor{RequestID: w.Header().Get("X-Request-Id"), ClientIP: c.clientIP(r)})
+	_, t, secret, err := c.App.SignIn(ctx, r.PostFormValue("token"), c.clientIP(r))
 	var e *xaalis.Error
 	switch {
 	case errors.As(err, &e) && e.Code == xaalis.ETooManyRequests:
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
-		c.logger().Warn("console: sign-in refused, too many failures", "client_ip", clientIP(r))
+		c.logger().Warn("console: sign-in refused, too many failures", "client_ip", c.clientIP(r))
 		c.showLogin(w, r, http.StatusTooManyRequests, next, l.F("login_throttled", int((e.RetryAfter+time.Minute-1)/time.Minute)))
 		return
 	case errors.As(err, &e) && e.Code == xaalis.EUnauthorized:
-		c.logger().Warn("console: sign-in refused", "client_ip", clientIP(r))
+		c.logger().Warn("console: sign-in refused", "client_ip", c.clientIP(r))
 		c.showLogin(w, r, http.StatusUnauthorized, next, l.T("login_refused"))
 		return
 	case err != nil:
 		c.fail(w, r, err)
 		return
 	}
-	c.logger().Info("console: signed in", "operator", t.Name, "operator_token_id", t.ID, "client_ip", clientIP(r))
+	c.logger().Info("console: signed in", "operator", t.Name, "operator_token_id", t.ID, "client_ip", c.clientIP(r))
 	c.setCookie(w, r, loginCookie, "", -1)
 	c.setCookie(w, r, sessionCookie, secret, 0)
 	secure(w.Header())

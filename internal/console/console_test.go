@@ -68,8 +68,10 @@ func TestSignIn(t *testing.T) {
 		}
 		contains(t, "overview", home.body, `>awa.ops</span>`, "Paiements du jour", `id="run-ledger-check"`)
 		lacks(t, "overview", home.body, "!missing(", "<script", e.token)
-		// The sign-in is audited under the token.
-		if a := e.audit(); len(a) == 0 || a[0].Action != "console.sign_in" || a[0].TokenID != e.tokenID || a[0].Actor != "awa.ops" {
+		// The sign-in is audited under the token, with the request's id
+		// and address, as the admin API's actions are.
+		if a := e.audit(); len(a) == 0 || a[0].Action != "console.sign_in" || a[0].TokenID != e.tokenID || a[0].Actor != "awa.ops" ||
+			a[0].RequestID == "" || a[0].ClientIP != "127.0.0.1" {
 			t.Fatalf("audit of the sign-in: %+v", a[0])
 		}
 
@@ -224,7 +226,8 @@ func TestConsoleActions(t *testing.T) {
 		}
 		detail := b.get(p.header.Get("Location"))
 		contains(t, "rejected request", detail.body, "payout_request.rejected", "IBAN mismatch", `id="flash"`)
-		if a := e.audit()[0]; a.Action != "payout_request.reject" || a.TokenID != e.tokenID || a.Actor != "awa.ops" || a.RequestID == "" {
+		if a := e.audit()[0]; a.Action != "payout_request.reject" || a.TokenID != e.tokenID || a.Actor != "awa.ops" || a.RequestID == "" ||
+			a.ClientIP != "127.0.0.1" {
 			t.Fatalf("audit: %+v", a)
 		}
 

@@ -39,6 +39,9 @@ func NewAdmin(app *xaalis.App, logger *slog.Logger, api *Server, metrics http.Ha
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	if o.Console.ClientIP == nil {
+		o.Console.ClientIP = func(r *http.Request) string { return clientIP(r).String() }
+	}
 	a := &Admin{App: app, Logger: logger, API: api, Metrics: metrics, mux: http.NewServeMux(),
 		Console: console.New(app, logger, o.Console), pprof: o.Pprof}
 	a.routes()

@@ -76,7 +76,7 @@ func (a *App) SignIn(ctx context.Context, token, client string) (*OperatorSessio
 	}
 	secret := base64.RawURLEncoding.EncodeToString(b[:])
 	s := &OperatorSession{ID: a.NewID(), Hash: hashSession(secret), TokenID: t.ID, CreatedAt: now, LastSeenAt: now, ClientIP: client}
-	actx := WithActor(ctx, Actor{Name: t.Name, TokenID: t.ID, RequestID: ActorFrom(ctx).RequestID})
+	actx := WithActor(ctx, Actor{Name: t.Name, TokenID: t.ID, RequestID: ActorFrom(ctx).RequestID, ClientIP: client})
 	err = a.Store.Update(ctx, func(tx Tx) error {
 		if err := tx.InsertOperatorSession(ctx, s); err != nil {
 			return fmt.Errorf("insert session: %w", err)
