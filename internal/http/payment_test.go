@@ -225,6 +225,13 @@ func TestPaymentValidation(t *testing.T) {
 		t.Run("ErrAmountMustBePositive", func(t *testing.T) {
 			post(keys.SecretTest, "", 0).want(t, 422, xaalis.EAmountMustBePositive)
 			post(keys.SecretTest, "", -100).want(t, 422, xaalis.EAmountMustBePositive)
+			// docs/payments.md's order: validation_error comes first.
+			r := e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "amt-order",
+				body: `{"merchant_ref":"amt-order","amount":0,"success_url":"not a url","failed_url":"https://shop.example/ko"}`, invalid: true}).
+				want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["success_url"]) == 0 {
+				t.Fatalf("errors %v", r.err.Errors)
+			}
 		})
 		t.Run("ErrInvalidPhoneNumber", func(t *testing.T) {
 			r := post(keys.SecretTest, `"payer":{"phone":"12"}`, 5000).want(t, 422, xaalis.EInvalidPhoneNumber)

@@ -237,10 +237,10 @@ func (a *App) draftPayment(ctx context.Context, p *Principal, in PaymentInput, p
 		}
 	}
 	amount, err := WholeUnits(v, "amount", in.Amount, cur)
-	if err != nil {
-		return nil, err
-	}
 	if err := v.Err(); err != nil {
+		return nil, err // before amount_must_be_positive
+	}
+	if err != nil {
 		return nil, err
 	}
 	if phone != "" {

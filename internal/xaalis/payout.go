@@ -101,10 +101,10 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	}
 	callback := a.callbackURL(ctx, v, in.CallbackURL)
 	amount, err := WholeUnits(v, "amount", in.Amount, cur)
-	if err != nil {
-		return nil, err
-	}
 	if err := v.Err(); err != nil {
+		return nil, err // before amount_must_be_positive
+	}
+	if err != nil {
 		return nil, err
 	}
 	if phone, err = ParsePhone(phone, country); err != nil {

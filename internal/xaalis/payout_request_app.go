@@ -80,10 +80,10 @@ func (a *App) SubmitPayoutRequest(ctx context.Context, p *Principal, in PayoutRe
 		v.Add("destination_iban", "is not an IBAN")
 	}
 	amount, err := WholeUnits(v, "amount", in.Amount, cur)
-	if err != nil {
-		return nil, err
-	}
 	if err := v.Err(); err != nil {
+		return nil, err // before amount_must_be_positive
+	}
+	if err != nil {
 		return nil, err
 	}
 	if phone != "" {

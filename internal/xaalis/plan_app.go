@@ -31,10 +31,7 @@ func (a *App) CreatePlan(ctx context.Context, p *Principal, in PlanInput) (*Plan
 			v.Add("currency", "must be one of XOF, EUR, USD")
 		}
 	}
-	amount, err := WholeUnits(v, "amount", in.Amount, cur)
-	if err != nil {
-		return nil, err
-	}
+	amount, amountErr := WholeUnits(v, "amount", in.Amount, cur)
 	var interval Interval
 	if in.Interval == nil {
 		v.Add("interval", "is required")
@@ -55,14 +52,17 @@ func (a *App) CreatePlan(ctx context.Context, p *Principal, in PlanInput) (*Plan
 	}
 	ValidateMetadata(v, in.Metadata)
 	if err := v.Err(); err != nil {
-		return nil, err
+		return nil, err // before amount_must_be_positive
+	}
+	if amountErr != nil {
+		return nil, amountErr
 	}
 	now := a.now()
 	plan := &Plan{
 		ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), Name: name, Amount: amount,
 		Interval: interval, IntervalCount: count, TermCount: term, Active: true, Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now,
 	}
-	err = a.update(ctx, func(tx Tx) error {
+	err := a.update(ctx, func(tx Tx) error {
 		if err := tx.CreatePlan(ctx, plan); err != nil {
 			return fmt.Errorf("insert plan: %w", err)
 		}

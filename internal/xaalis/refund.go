@@ -94,10 +94,10 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 		return nil, E(ELivemodeMismatch)
 	}
 	amount, err := WholeUnits(v, "amount", in.Amount, pay.Amount.Currency)
-	if err != nil {
-		return nil, err
-	}
 	if err := v.Err(); err != nil {
+		return nil, err // before amount_must_be_positive
+	}
+	if err != nil {
 		return nil, err
 	}
 	if pay.Type != TypePayment {

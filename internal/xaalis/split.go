@@ -76,6 +76,7 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 	v := ValidationErrors{}
 	items := make([]*SplitItem, 0, len(in.Items))
 	var total int64
+	var amountErr error // the first item's amount_must_be_positive
 	now := a.now()
 	for i, it := range in.Items {
 		field := fmt.Sprintf("items[%d]", i)
@@ -92,8 +93,8 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 			v.Add(field+".beneficiary_merchant_id", "must be another merchant than the payment's")
 		}
 		amt, err := WholeUnits(v, field+".amount", it.Amount, pay.Amount.Currency)
-		if err != nil {
-			return nil, err
+		if err != nil && amountErr == nil {
+			amountErr = err
 		}
 		desc := ""
 		if it.Description != nil {
@@ -106,7 +107,10 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 			BeneficiaryID: ben, Amount: amt, Description: desc, CreatedAt: now})
 	}
 	if err := v.Err(); err != nil {
-		return nil, err
+		return nil, err // before amount_must_be_positive
+	}
+	if amountErr != nil {
+		return nil, amountErr
 	}
 	if total > pay.Amount.Minor {
 		return nil, E(ESplitTotalExceedsTransaction, "total_split", units(Amount{Minor: total, Currency: pay.Amount.Currency}),
