@@ -443,10 +443,24 @@ func (a *App) price(t *Transaction, m *Merchant) error {
 		}
 		s := Convert(t.Amount, m.SettlementCurrency, rate)
 		t.SettlementAmount = &s
-		t.ExchangeRate = rate.FloatString(6)
-		t.ExchangeRate = strings.TrimRight(strings.TrimRight(t.ExchangeRate, "0"), ".")
+		t.ExchangeRate = RateString(rate)
 	}
 	return nil
+}
+
+// RateString shows an exchange rate with ten significant digits (and at
+// least six decimals), trailing zeros dropped: 655.957, and its inverse
+// 0.001524490172, from which amount × rate gives back the settlement
+// amount to the cent for any amount the limits allow (six decimals,
+// 0.001524, gave 1524.00 for 1,000,000 XOF settled as 1524.49 EUR). The
+// conversion itself uses the exact fraction.
+func RateString(r *big.Rat) string {
+	decimals := 9
+	ten := big.NewRat(10, 1)
+	for x := new(big.Rat).Abs(r); x.Sign() > 0 && x.Cmp(big.NewRat(1, 1)) < 0 && decimals < 40; x.Mul(x, ten) {
+		decimals++
+	}
+	return strings.TrimRight(strings.TrimRight(r.FloatString(decimals), "0"), ".")
 }
 
 // inXOF is an amount's worth in whole XOF units, for limits.
