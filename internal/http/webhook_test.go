@@ -358,10 +358,18 @@ func TestWebhookInactiveMerchant(t *testing.T) {
 		ep, _ := e.endpoint(t, k.SecretTest, rc.srv.URL+"/in", "")
 		e.do(call{method: "POST", path: "/v1/webhooks/test", key: k.SecretTest, idem: "t-0", body: `{}`}).want(t, 201, "")
 		runOnce(t, d)
-		var evs []struct{ ID string }
+		var evs []struct {
+			ID       string
+			ObjectID string `json:"object_id"`
+			Data     struct{ ID string }
+		}
 		e.do(call{method: "GET", path: "/v1/events", key: k.SecretTest}).want(t, 200, "").data(t, &evs)
 		if len(evs) != 1 {
 			t.Fatalf("events %d", len(evs))
+		}
+		// A test event's object_id is its record's id, as every event's.
+		if evs[0].ObjectID == "" || evs[0].ObjectID != evs[0].Data.ID {
+			t.Fatalf("webhook.test: object_id %q, data.id %q", evs[0].ObjectID, evs[0].Data.ID)
 		}
 		st := xaalis.MerchantSuspended
 		if _, err := e.app.UpdateMerchant(context.Background(), id, xaalis.MerchantUpdate{Status: &st}); err != nil {

@@ -423,10 +423,12 @@ func (a *App) SendTestEvent(ctx context.Context, p *Principal, endpointID string
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"endpoint_id": {"the account has no webhook endpoint in this mode"}}}
 	}
 	now := a.now()
-	data, _ := json.Marshal(map[string]any{"id": "test_" + a.NewID(), "object": "webhook_test",
+	// The event's object_id is its record's id, as for every other event.
+	objectID := "test_" + a.NewID()
+	data, _ := json.Marshal(map[string]any{"id": objectID, "object": "webhook_test",
 		"merchant_ref": "test", "message": "A test event from Xaalis.", "livemode": p.Mode().Live(), "created_at": Timestamp(now)})
 	ev := &Event{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), Type: EventWebhookTest, ObjectType: "webhook_test",
-		ObjectID: a.NewID(), Data: data, CreatedAt: now}
+		ObjectID: objectID, Data: data, CreatedAt: now}
 	err = a.update(ctx, func(tx Tx) error {
 		if err := tx.InsertEvent(ctx, ev); err != nil {
 			return err
