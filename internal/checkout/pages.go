@@ -388,14 +388,18 @@ func (p *Pages) StatusJSON(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// writeJSONError answers the API's error envelope, reduced to its code and
-// message.
+// writeJSONError answers the API's error envelope: code, message and
+// documentation_url, and for api_error the request id as its context.
 func writeJSONError(w http.ResponseWriter, status int, code xaalis.Code) {
 	msg := ""
 	if c, ok := xaalis.Lookup(code); ok {
 		msg = c.Message
 	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+	e := map[string]any{"code": string(code), "message": msg, "documentation_url": xaalis.DocumentationURL(code)}
+	if code == xaalis.EInternal {
+		e["context"] = map[string]string{"request_id": w.Header().Get("X-Request-Id")}
+	}
+	b, _ := json.Marshal(map[string]any{"error": e})
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }

@@ -55,6 +55,13 @@ func TestHostedCheckout(t *testing.T) {
 			t.Fatalf("events %v", evs)
 		}
 		e.do(call{method: "GET", path: "/checkout/00000000-0000-0000-0000-000000000000"}).want(t, 404, "")
+		// The status poll's 404 is the API's whole error envelope.
+		for _, id := range []string{"nope", "00000000-0000-0000-0000-000000000000"} {
+			r := e.do(call{method: "GET", path: "/checkout/" + id + "/status"}).want(t, 404, "not_found")
+			if !strings.Contains(string(r.body), `"documentation_url":"https://docs.xaalis.dev/errors#not_found"`) {
+				t.Fatalf("status of %s: %s", id, r.body)
+			}
+		}
 		e.do(call{method: "GET", path: "/v1/checkout.js"}).want(t, 200, "")
 		e.do(call{method: "GET", path: "/checkout-assets/checkout.css"}).want(t, 200, "")
 	})
