@@ -179,7 +179,9 @@ func parseTimeParam(v xaalis.ValidationErrors, s, name string, end bool) (time.T
 	if s == "" {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(time.RFC3339, s)
+	// RFC 3339 (5.6) lets T and Z be written in lower case; Go's layout
+	// takes them upper case only.
+	t, err := time.Parse(time.RFC3339, strings.ToUpper(s))
 	if err != nil {
 		d, derr := time.Parse("2006-01-02", s)
 		if derr != nil {

@@ -486,6 +486,13 @@ func TestPaymentLifecycle(t *testing.T) {
 			if len(list) != 4 {
 				t.Fatalf("today: %d", len(list))
 			}
+			// RFC 3339 times, T and Z in either case (RFC 3339, 5.6).
+			start := today + "t00:00:00z"
+			e.do(call{method: "GET", path: "/v1/payments?from=" + start + "&to=" + strings.ToUpper(e.clock.Now().Add(time.Hour).Format(time.RFC3339)),
+				key: k.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != 4 {
+				t.Fatalf("today in RFC 3339 times: %d", len(list))
+			}
 			e.do(call{method: "GET", path: "/v1/payments?status=bogus", key: k.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
 			e.do(call{method: "GET", path: "/v1/payments?from=yesterday", key: k.SecretTest}).want(t, 422, xaalis.EValidation)
 		})
