@@ -384,6 +384,14 @@ func TestRefunds(t *testing.T) {
 			if rf.Type != "refund" || rf.PaymentID == nil || *rf.PaymentID != q.ID {
 				t.Fatalf("refund of %s: %+v", q.ID, rf)
 			}
+			// Reads take the id in upper case too.
+			var got txRecord
+			for _, path := range []string{"/v1/payments/", "/v1/status/"} {
+				e.do(call{method: "GET", path: path + strings.ToUpper(q.ID), key: k2.SecretTest}).want(t, 200, "").data(t, &got)
+				if got.ID != q.ID {
+					t.Fatalf("%s%s: %+v", path, strings.ToUpper(q.ID), got)
+				}
+			}
 		})
 		t.Run("ErrTransactionNotRefundable", func(t *testing.T) {
 			_, q := e.pay(t, keys.SecretTest, "ref-pending", `"provider":"channel_a","payer":{"phone":"+221771234567"}`)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // PaymentInput is the body of POST /v1/payments. The payer may come in any
@@ -839,6 +841,15 @@ func (a *App) lookup(ctx context.Context, p *Principal, key string, typ TxType) 
 	if err != nil {
 		return nil, fmt.Errorf("lookup transaction: %w", err)
 	}
+	if low := strings.ToLower(key); len(list) == 0 && low != key && isUUID(low) {
+		// An id in upper case (RFC 9562 reads UUIDs in either case); ids
+		// are stored in lower case. Only on a miss: a merchant_ref that
+		// happens to look like one is found as written.
+		key = low
+		if list, err = a.Store.LookupTransactions(ctx, p.Merchant.ID, key); err != nil {
+			return nil, fmt.Errorf("lookup transaction: %w", err)
+		}
+	}
 	rank := func(t *Transaction) int {
 		switch {
 		case t.ID == key || t.Reference == key:
@@ -869,6 +880,15 @@ func (a *App) lookup(ctx context.Context, p *Principal, key string, typ TxType) 
 		return nil, E(ELivemodeMismatch)
 	}
 	return nil, ErrNotFound
+}
+
+// isUUID reports whether s is a UUID in its 36-character hyphenated form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(s)
+	return err == nil
 }
 
 // Payment returns a payment by id or lookup key; transactions of another
