@@ -355,12 +355,27 @@ func TestChoiceErrors(t *testing.T) {
 		t.Errorf("domain errors were logged as unexpected:\n%s", e.logs.String())
 	}
 
+	// A merchant that is not active takes no payment: no provider is
+	// offered (the pre-check answers merchant_inactive).
+	st := xaalis.MerchantSuspended
+	if _, err := e.app.UpdateMerchant(context.Background(), e.merchant.ID, xaalis.MerchantUpdate{Status: &st}); err != nil {
+		t.Fatal(err)
+	}
+	res := e.get(page)
+	contains(t, "suspended merchant", res.body, esc(messages[langFR]["no_provider"]))
+	lacks(t, "suspended merchant", res.body, `id="provider-form"`)
+	st = xaalis.MerchantActive
+	if _, err := e.app.UpdateMerchant(context.Background(), e.merchant.ID, xaalis.MerchantUpdate{Status: &st}); err != nil {
+		t.Fatal(err)
+	}
+	contains(t, "active again", e.get(page).body, `id="provider-form"`)
+
 	// No provider can take the payment: the page says so.
 	for name, spec := range e.app.Config.Providers {
 		spec.Enabled = false
 		e.app.Config.Providers[name] = spec
 	}
-	res := e.get(page)
+	res = e.get(page)
 	contains(t, "no provider", res.body, esc(messages[langFR]["no_provider"]))
 	lacks(t, "no provider", res.body, `id="provider-form"`)
 }

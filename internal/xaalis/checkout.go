@@ -30,7 +30,9 @@ func (a *App) Checkout(ctx context.Context, id string) (*CheckoutView, error) {
 	}
 	guardReturnURLs(t, m)
 	v := &CheckoutView{Payment: t, Merchant: m, TestMode: t.Mode == ModeTest}
-	if t.Status == StatusInitiated && t.ProviderRef == "" {
+	// A merchant that is not active takes no payment (the precheck answers
+	// merchant_inactive): the page offers no provider.
+	if t.Status == StatusInitiated && t.ProviderRef == "" && m.ActiveError() == nil {
 		// Only the providers that can take this payment now, as the
 		// precheck answers it: creation's checks, then route health.
 		infos, verdicts, _, err := a.paymentChoices(ctx, m, t)
