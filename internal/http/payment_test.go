@@ -352,6 +352,25 @@ func TestPaymentValidation(t *testing.T) {
 			if r.header.Get("Retry-After") == "" {
 				t.Fatal("503 without Retry-After")
 			}
+			// The payment the provider did not take stays initiated: sent
+			// again with the same fields it is resumed (one payment), with a
+			// field changed it is another payment, whose merchant_ref is
+			// taken.
+			same := payBody("resume-x", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`)
+			for i := range 2 {
+				e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: fmt.Sprint("rs-", i), body: same}).
+					want(t, 503, xaalis.EGatewayUnavailable)
+			}
+			var list []txRecord
+			e.do(call{method: "GET", path: "/v1/payments?merchant_ref=resume-x", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+			if len(list) != 1 || list[0].Status != "initiated" {
+				t.Fatalf("after two tries: %+v", list)
+			}
+			changed := payBody("resume-x", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"},"metadata":{"order_id":"other"}`)
+			r = e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "rs-changed", body: changed}).want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["merchant_ref"]) == 0 {
+				t.Fatalf("a changed retry: %s", r.body)
+			}
 		})
 	})
 }

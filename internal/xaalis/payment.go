@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/url"
@@ -427,11 +428,16 @@ func merchantRefUsed(existing *Transaction, pub bool) *Error {
 }
 
 // resumable reports whether an existing payment with the same merchant_ref
-// is the unfinished creation of the same payment.
+// is the unfinished creation of the same payment: one the provider did not
+// take (502 gateway_error or 503 gateway_unavailable left it initiated),
+// asked again with the same fields. A request that changes any of them is
+// another payment, whose merchant_ref is taken.
 func resumable(old, t *Transaction) bool {
 	return old.Type == TypePayment && old.Status == StatusInitiated && old.ProviderRef == "" &&
 		old.Provider != "" && old.Provider == t.Provider && old.Amount == t.Amount &&
-		old.PayerPhone == t.PayerPhone && old.Country == t.Country
+		old.PayerPhone == t.PayerPhone && old.PayerName == t.PayerName && old.Country == t.Country &&
+		old.SuccessURL == t.SuccessURL && old.FailedURL == t.FailedURL && old.CallbackURL == t.CallbackURL &&
+		maps.Equal(old.Metadata, t.Metadata)
 }
 
 // price freezes the exchange rate when the currency is not the merchant's
