@@ -3,8 +3,11 @@ package http_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
+	xhttp "github.com/xaalis/xaalis/internal/http"
 	"github.com/xaalis/xaalis/internal/provider"
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -45,5 +48,72 @@ func TestRefundResumedAfterFullRefund(t *testing.T) {
 		if _, err := e.app.CreateRefund(ctx, p, "", in); !errors.As(err, &xe) || xe.Code != xaalis.ETransactionAlreadyFullyRefunded {
 			t.Fatalf("a refund without a key: %v, want transaction_already_fully_refunded", err)
 		}
+	})
+}
+
+// heldRefunds is the real gateway, with its refunds held until released
+// and its providers taken as remote (two commits a command, as in live
+// mode), so that refunds of one payment are on their way together.
+type heldRefunds struct {
+	xaalis.Gateway
+	release chan struct{}
+	asked   chan string
+}
+
+func (g *heldRefunds) InProcess(xaalis.Mode) bool { return false }
+
+func (g *heldRefunds) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.PayoutResult, error) {
+	g.asked <- r.Reference
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return xaalis.PayoutResult{}, ctx.Err()
+	}
+	return g.Gateway.Refund(ctx, r)
+}
+
+// TestRefundsSettlingInTurn: two refunds of half a payment each, both
+// sent before either succeeds. The first to succeed leaves the payment
+// success (payment.partially_refunded); the second refunds it, once
+// (payment.refunded). The payment used to count refunds still on their
+// way: refunded at the first success, and payment.refunded again at the
+// second.
+func TestRefundsSettlingInTurn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		g := &heldRefunds{release: make(chan struct{}), asked: make(chan string, 2)}
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) { g.Gateway = a.Gateway; a.Gateway = g })
+		ctx := context.Background()
+		_, keys := e.merchant()
+		p := e.principal(keys.SecretTest)
+		pay, err := e.app.CreatePayment(ctx, p, xaalis.PaymentInput{MerchantRef: text("turns-1"), Amount: amount(5000),
+			Provider: text("channel_a"), PayerPhone: text(provider.TestPhoneSuccess),
+			SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko")})
+		if err != nil || pay.Status != xaalis.StatusSuccess {
+			t.Fatalf("payment: %+v, %v", pay, err)
+		}
+		done := make(chan error, 2)
+		for i := range 2 {
+			go func() {
+				_, err := e.app.CreateRefund(ctx, p, fmt.Sprint("turn-", i), xaalis.RefundInput{TransactionID: text(pay.ID), Amount: amount(2500)})
+				done <- err
+			}()
+		}
+		<-g.asked
+		<-g.asked // both refunds are committed and at the provider
+		for i, want := range []string{"success", "refunded"} {
+			g.release <- struct{}{}
+			if err := <-done; err != nil {
+				t.Fatalf("refund %d: %v", i+1, err)
+			}
+			got, err := e.app.Payment(ctx, p, pay.ID)
+			if err != nil || string(got.Status) != want {
+				t.Fatalf("after refund %d succeeded: %v %v, want %s", i+1, got.Status, err, want)
+			}
+		}
+		evs := strings.Join(e.events(t, pay.ID), ",")
+		if evs != "payment.success,payment.partially_refunded,payment.refunded" {
+			t.Fatalf("payment events %s", evs)
+		}
+		e.ledgerOK(t)
 	})
 }

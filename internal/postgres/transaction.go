@@ -449,6 +449,18 @@ func (t *Tx) RefundedAmount(ctx context.Context, paymentID string) (int64, error
 	return sum, nil
 }
 
+// SucceededRefundAmount sums a payment's refunds that succeeded.
+func (t *Tx) SucceededRefundAmount(ctx context.Context, paymentID string) (int64, error) {
+	var sum int64
+	// sum(bigint) is numeric: cast it back.
+	err := t.tx.QueryRow(ctx, `SELECT coalesce(sum(amount), 0)::bigint FROM transactions
+		WHERE parent_id = $1 AND type = 'refund' AND status = 'success'`, paymentID).Scan(&sum)
+	if err != nil {
+		return 0, fmt.Errorf("succeeded refund amount: %w", err)
+	}
+	return sum, nil
+}
+
 // TransactionByIdempotencyKey finds a payout or refund by the key it was
 // created under and locks its row.
 func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode xaalis.Mode, key string) (*xaalis.Transaction, error) {

@@ -548,6 +548,15 @@ func testRefundedAmount(t *testing.T, s xaalis.Store) {
 				return fmt.Errorf("refunded amount of %s = %d, want %d", id, got, want)
 			}
 		}
+		for id, want := range map[string]int64{p.ID: 400, q.ID: 10000, "nope": 0} {
+			got, err := tx.SucceededRefundAmount(ctx, id)
+			if err != nil {
+				return err
+			}
+			if got != want {
+				return fmt.Errorf("succeeded refund amount of %s = %d, want %d", id, got, want)
+			}
+		}
 		return nil
 	})
 	if err != nil {

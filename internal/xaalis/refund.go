@@ -336,11 +336,18 @@ func (a *App) settleRefund(ctx context.Context, tx Tx, r *Transaction, state Pro
 		if err != nil {
 			return err
 		}
-		done, err := tx.RefundedAmount(ctx, pay.ID)
+		// What the payer got back, not what is reserved: refunds still
+		// on their way to the provider count only once they succeed, so
+		// that the payment is refunded (once, payment.refunded) when its
+		// last refund succeeds.
+		done, err := tx.SucceededRefundAmount(ctx, pay.ID)
 		if err != nil {
 			return err
 		}
-		if done >= pay.Amount.Minor {
+		switch {
+		case pay.Status == StatusRefunded:
+			return nil // marked refunded by hand meanwhile: told already
+		case done >= pay.Amount.Minor:
 			return a.transition(ctx, tx, pay, StatusRefunded, EventPaymentRefunded, "")
 		}
 		return a.event(ctx, tx, pay, EventPaymentPartiallyRefunded)

@@ -240,6 +240,9 @@ type Tx interface {
 	// RefundedAmount sums the amounts of a payment's refunds that are not
 	// failed (initiated, pending, success).
 	RefundedAmount(ctx context.Context, paymentID string) (int64, error)
+	// SucceededRefundAmount sums the amounts of a payment's refunds that
+	// succeeded: what the payer got back.
+	SucceededRefundAmount(ctx context.Context, paymentID string) (int64, error)
 	// TransactionByIdempotencyKey finds a payout or refund created under an
 	// Idempotency-Key, locked.
 	TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode Mode, key string) (*Transaction, error)
