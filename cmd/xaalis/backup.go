@@ -26,7 +26,13 @@ func cmdBackup(ctx context.Context, args []string, getenv func(string) string, s
 	if !strings.HasPrefix(*db, "sqlite:") {
 		return usagef("backup: %s is not an SQLite database; back PostgreSQL up with pg_dump (docs/deployment.md)", *db)
 	}
-	store, err := openStoreOnly(ctx, *db)
+	if err := existingDatabase(*db); err != nil {
+		return err
+	}
+	// openStore checks the key file, as every command that opens the
+	// database does: a copy made with the wrong key at hand would not be
+	// restorable with it.
+	store, err := openStore(ctx, *db)
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 	scenario := fs.String("scenario", bench.CreatePayment, "scenario: "+strings.Join(bench.All, ", ")+", or all")
 	db := fs.String("database-url", "", "database URL: sqlite://PATH or postgres://... (default: a fresh SQLite database in a temporary directory)")
 	target := fs.String("target", "", "URL of a running server on loopback to drive instead of starting one (localhost, 127.0.0.0/8, ::1 only)")
-	serverProcess := fs.Bool("server-process", false, "run the server as a process of its own (`xaalis serve`, this executable, on the database) rather than in the bench's: the generator and the server share the CPUs but not one Go runtime; its statements, commits and CPU are read off its /metrics")
+	serverProcess := fs.Bool("server-process", false, "run the server as a process of its own (xaalis serve, this executable, on the database) rather than in the bench's: the generator and the server share the CPUs but not one Go runtime; its statements, commits and CPU are read off its /metrics")
 	apiKey := fs.String("api-key", getenv("XAALIS_BENCH_API_KEY"), "with --target and no --database-url: the secret test key to use (env XAALIS_BENCH_API_KEY)")
 	rate := fs.Float64("rate", 0, "open loop: requests a second, latency measured from each request's intended send time")
 	conc := fs.Int("concurrency", 16, "closed loop: requests in flight (and the floors' concurrency)")

@@ -571,4 +571,21 @@ func TestDeploymentFlags(t *testing.T) {
 	if _, _, err := cli(t, noEnv, "backup", "--database-url", db, "--output", dst); err == nil {
 		t.Fatal("a backup overwrote an existing file")
 	}
+	// A mistyped path is no database: nothing is made there, no empty
+	// backup is written, and no ledger check or key status passes on it.
+	typo := filepath.Join(t.TempDir(), "typo", "x.db")
+	typoDst := filepath.Join(t.TempDir(), "typo-b.db")
+	for _, args := range [][]string{
+		{"backup", "--database-url", "sqlite://" + typo, "--output", typoDst},
+		{"ledger", "check", "--database-url", "sqlite://" + typo},
+		{"secrets", "status", "--database-url", "sqlite://" + typo},
+	} {
+		out, _, err := cli(t, noEnv, args...)
+		wantErr(t, false, out, err)
+	}
+	for _, p := range []string{typo, typoDst} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was made", p)
+		}
+	}
 }

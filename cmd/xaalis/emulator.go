@@ -23,7 +23,7 @@ func cmdProviderEmulator(ctx context.Context, args []string, getenv func(string)
 	down := fs.String("down", "", "routes that refuse connections, comma-separated provider/route (channel_a/direct)")
 	timeout := fs.String("timeout", "", "routes that never answer, comma-separated provider/route")
 	lose := fs.String("lose-callbacks", "", "providers whose notifications are dropped, comma-separated")
-	printConfig := fs.Bool("print-config", false, "print the configuration for `xaalis serve --config` in the development flow (every route at this emulator, with its published credentials) and exit")
+	printConfig := fs.Bool("print-config", false, "print the configuration for 'xaalis serve --config' in the development flow (every route at this emulator, with its published credentials) and exit")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}

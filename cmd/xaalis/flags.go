@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,6 +81,26 @@ func openStoreOnly(ctx context.Context, url string) (xaalis.Store, error) {
 		return sqlite.Open(ctx, path)
 	}
 	return nil, usagef("database URL %q: expected sqlite://PATH or postgres://...", url)
+}
+
+// existingDatabase refuses an SQLite URL whose file does not exist, for
+// the commands that only read or copy a database: opening one creates
+// and migrates it, so that a mistyped path made an empty backup or a
+// "consistent" ledger check of nothing.
+func existingDatabase(url string) error {
+	if !strings.HasPrefix(url, "sqlite:") {
+		return nil
+	}
+	path, err := sqlite.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no database at %s (check --database-url)", path)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // withApp opens the database a command names and runs fn with an App on it.

@@ -221,6 +221,9 @@ func cmdLedgerCheck(ctx context.Context, args []string, getenv func(string) stri
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
+	if err := existingDatabase(*db); err != nil {
+		return err
+	}
 	return withApp(ctx, *db, func(app *xaalis.App) error {
 		_, ps, err := app.RunLedgerCheck(ctx, false)
 		if err != nil {

@@ -195,7 +195,7 @@ func cmdSecretsRotate(ctx context.Context, args []string, getenv func(string) st
 	fs := newFlags("secrets rotate", stderr)
 	db := databaseFlag(fs, getenv)
 	keyFile := secretKeyFlag(fs, getenv)
-	noNewKey := fs.Bool("no-new-key", false, "make the key file's newest key current instead of adding one (several servers: after `secrets add-key` and copying the file to each; or to finish an interrupted rotation)")
+	noNewKey := fs.Bool("no-new-key", false, "make the key file's newest key current instead of adding one (several servers: after 'secrets add-key' and copying the file to each; or to finish an interrupted rotation)")
 	batch := fs.Int("batch", 200, "secrets re-encrypted per transaction")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
@@ -276,6 +276,9 @@ func cmdSecretsStatus(ctx context.Context, args []string, getenv func(string) st
 		return parseError(err)
 	}
 	ctx = withKeyFile(ctx, *keyFile)
+	if err := existingDatabase(*db); err != nil {
+		return err
+	}
 	store, ki, err := openStoreKeyed(ctx, *db, false)
 	if err != nil {
 		return err
