@@ -12,6 +12,19 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
+// paidPayment is a successful payment of 5000 XOF (the simulator's magic
+// number settles it at once).
+func paidPayment(t *testing.T, e *env, p *xaalis.Principal, ref string) *xaalis.Transaction {
+	t.Helper()
+	pay, err := e.app.CreatePayment(context.Background(), p, xaalis.PaymentInput{MerchantRef: text(ref), Amount: amount(5000),
+		Provider: text("channel_a"), PayerPhone: text(provider.TestPhoneSuccess),
+		SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko")})
+	if err != nil || pay.Status != xaalis.StatusSuccess {
+		t.Fatalf("payment: %+v, %v", pay, err)
+	}
+	return pay
+}
+
 // TestRefundResumedAfterFullRefund: a refund asked again under its
 // Idempotency-Key after it committed (its answer lost to a crash, the
 // refund finished by the dispatcher after a takeover) gets the refund,
@@ -25,12 +38,7 @@ func TestRefundResumedAfterFullRefund(t *testing.T) {
 		ctx := context.Background()
 		_, keys := e.merchant()
 		p := e.principal(keys.SecretTest)
-		pay, err := e.app.CreatePayment(ctx, p, xaalis.PaymentInput{MerchantRef: text("resume-1"), Amount: amount(5000),
-			Provider: text("channel_a"), PayerPhone: text(provider.TestPhoneSuccess),
-			SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko")})
-		if err != nil || pay.Status != xaalis.StatusSuccess {
-			t.Fatalf("payment: %+v, %v", pay, err)
-		}
+		pay := paidPayment(t, e, p, "resume-1")
 		in := xaalis.RefundInput{TransactionID: text(pay.ID), Amount: amount(5000)}
 		first, err := e.app.CreateRefund(ctx, p, "rf-resume", in)
 		if err != nil {
@@ -85,12 +93,7 @@ func TestRefundsSettlingInTurn(t *testing.T) {
 		ctx := context.Background()
 		_, keys := e.merchant()
 		p := e.principal(keys.SecretTest)
-		pay, err := e.app.CreatePayment(ctx, p, xaalis.PaymentInput{MerchantRef: text("turns-1"), Amount: amount(5000),
-			Provider: text("channel_a"), PayerPhone: text(provider.TestPhoneSuccess),
-			SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko")})
-		if err != nil || pay.Status != xaalis.StatusSuccess {
-			t.Fatalf("payment: %+v, %v", pay, err)
-		}
+		pay := paidPayment(t, e, p, "turns-1")
 		done := make(chan error, 2)
 		for i := range 2 {
 			go func() {
