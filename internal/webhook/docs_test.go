@@ -37,8 +37,20 @@ func TestDocsNodeReceiver(t *testing.T) {
 	if !ok || !ok2 {
 		t.Fatal("no js block in docs/webhooks.md")
 	}
-	// The merchant's own work: print what is fulfilled.
-	code = "const fulfil = (e) => console.log('fulfil ' + e.data.id);\n" + code
+	// The merchant's own work, which the doc leaves empty: print what is
+	// fulfilled.
+	var lines []string
+	found := false
+	for _, l := range strings.Split(code, "\n") {
+		if strings.HasPrefix(l, "function fulfil(") {
+			l, found = "function fulfil(e) { console.log('fulfil ' + e.data.id); }", true
+		}
+		lines = append(lines, l)
+	}
+	if !found {
+		t.Fatal("docs/webhooks.md's receiver defines no function fulfil")
+	}
+	code = strings.Join(lines, "\n")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "receiver.js"), []byte(code), 0o600); err != nil {
 		t.Fatal(err)
