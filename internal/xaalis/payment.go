@@ -459,10 +459,10 @@ func (a *App) price(t *Transaction, m *Merchant) error {
 // RateString shows an exchange rate with nine decimals, one more for each
 // leading zero of a rate under 1 (ten significant digits there), trailing
 // zeros dropped: 655.957, and its inverse 0.001524490172, from which
-// amount × rate gives back the settlement
-// amount to the cent for any amount the limits allow (six decimals,
-// 0.001524, gave 1524.00 for 1,000,000 XOF settled as 1524.49 EUR). The
-// conversion itself uses the exact fraction.
+// amount × rate gives back the settlement amount to the cent for any
+// amount the limits allow (six decimals, 0.001524, gave 1524.00 for
+// 1,000,000 XOF settled as 1524.49 EUR). The conversion itself uses the
+// exact fraction.
 func RateString(r *big.Rat) string {
 	decimals := 9
 	ten := big.NewRat(10, 1)
