@@ -268,6 +268,9 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 		if err := a.subscriptionEvent(ctx, tx, cur, EventSubscriptionPaymentRequested, pay); err != nil {
 			return err
 		}
+		if cur.Status != SubscriptionActive {
+			return nil // cancelled meanwhile: its payment no longer moves it
+		}
 		return a.subscriptionOutcome(ctx, tx, cur, pay, pay.Status)
 	})
 }
