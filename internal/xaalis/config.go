@@ -185,13 +185,32 @@ type FeeGrid struct {
 	Min       int64   `json:"min"`
 }
 
-// Fee computes the fee of amount under the grid, rounded up to the minor
-// unit, in integers only.
+// Fee computes the fee of an amount in XOF under the grid, rounded up to
+// the minor unit, in integers only (Config.GridFee for any currency).
 func (g FeeGrid) Fee(a Amount) Amount {
 	pct := (a.Minor*g.PercentBP + 9_999) / 10_000
 	fee := pct + g.Fixed*100
 	if fee < g.Min*100 {
 		fee = g.Min * 100
+	}
+	return Amount{Minor: fee, Currency: a.Currency}
+}
+
+// GridFee is g's fee on a: its percentage of a, plus its fixed part and at
+// least its minimum. Those two are whole units of XOF, as every amount of
+// the configuration: for an amount in EUR or USD they are converted at the
+// configured rate (a 10 XOF minimum is 0.02 EUR, not 10 EUR).
+func (c *Config) GridFee(g FeeGrid, a Amount) Amount {
+	if a.Currency == XOF {
+		return g.Fee(a)
+	}
+	rate, ok := c.Rate(XOF, a.Currency)
+	if !ok {
+		return g.Fee(a) // no such payment is priced: price refuses the currency
+	}
+	fee := (a.Minor*g.PercentBP+9_999)/10_000 + Convert(Units(g.Fixed, XOF), a.Currency, rate).Minor
+	if floor := Convert(Units(g.Min, XOF), a.Currency, rate).Minor; fee < floor {
+		fee = floor
 	}
 	return Amount{Minor: fee, Currency: a.Currency}
 }

@@ -67,7 +67,7 @@ func (a *App) postPayment(ctx context.Context, tx Tx, t *Transaction, from, to S
 func (a *App) PaymentFee(provider string, country Country, amt Amount) Amount {
 	fee := Amount{Currency: amt.Currency}
 	if g, ok := a.Config.FeeGrid(provider, country); ok {
-		fee = g.Fee(amt)
+		fee = a.Config.GridFee(g, amt)
 		if fee.Minor > amt.Minor {
 			fee.Minor = amt.Minor
 		}

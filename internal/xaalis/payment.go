@@ -483,7 +483,9 @@ func (a *App) inXOF(x Amount) (int64, error) {
 	if !ok {
 		return 0, &Error{Code: EValidation, Fields: ValidationErrors{"currency": {"no exchange rate to XOF"}}}
 	}
-	return Convert(x, XOF, rate).Minor / 100, nil
+	// Rounded up to the franc: a limit compares the whole worth, and
+	// 655.96 XOF is above a 655 XOF maximum.
+	return (Convert(x, XOF, rate).Minor + 99) / 100, nil
 }
 
 // checkMerchantLimits applies the merchant's floor, ceiling and daily and

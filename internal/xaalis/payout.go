@@ -147,7 +147,7 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	t := &Transaction{
 		ID: a.NewID(), MerchantID: m.ID, Mode: p.Mode(), Type: TypePayout, Reference: NewReference(), MerchantRef: ref,
 		Status: StatusInitiated, Amount: amount, LimitAmount: xof * 100, Country: country, Provider: provider,
-		PayerPhone: phone, PayerName: name, CallbackURL: callback, Description: desc, Fee: grid.Fee(amount),
+		PayerPhone: phone, PayerName: name, CallbackURL: callback, Description: desc, Fee: a.Config.GridFee(grid, amount),
 		IdempotencyKey: idemKey, Metadata: map[string]string{}, ExpiresAt: now.Add(30 * 24 * time.Hour),
 		CreatedAt: now, UpdatedAt: now,
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/xaalis/xaalis/internal/ledger"
 )
@@ -64,7 +65,7 @@ func (a *App) SubmitPayoutRequest(ctx context.Context, p *Principal, in PayoutRe
 			return ""
 		}
 		out := strings.TrimSpace(*s)
-		if len(out) > max {
+		if utf8.RuneCountInString(out) > max {
 			v.Add(f, fmt.Sprintf("must be at most %d characters", max))
 		}
 		return out
@@ -91,7 +92,7 @@ func (a *App) SubmitPayoutRequest(ctx context.Context, p *Principal, in PayoutRe
 			return nil, err
 		}
 	}
-	fee := a.Config.WithdrawalFee.Fee(amount)
+	fee := a.Config.GridFee(a.Config.WithdrawalFee, amount)
 	if fee.Minor >= amount.Minor {
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"amount": {
 			fmt.Sprintf("must be more than the withdrawal fee of %s %s", fee.Decimal(), cur)}}}
