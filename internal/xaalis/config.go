@@ -187,11 +187,14 @@ type FeeGrid struct {
 
 // Fee computes the fee of an amount in XOF under the grid, rounded up to
 // the minor unit, in integers only (Config.GridFee for any currency).
-func (g FeeGrid) Fee(a Amount) Amount {
-	pct := (a.Minor*g.PercentBP + 9_999) / 10_000
-	fee := pct + g.Fixed*100
-	if fee < g.Min*100 {
-		fee = g.Min * 100
+func (g FeeGrid) Fee(a Amount) Amount { return g.fee(a, g.Fixed*100, g.Min*100) }
+
+// fee is the grid's percentage of a, plus fixed, at least floor: both in
+// a's minor units.
+func (g FeeGrid) fee(a Amount, fixed, floor int64) Amount {
+	fee := (a.Minor*g.PercentBP+9_999)/10_000 + fixed
+	if fee < floor {
+		fee = floor
 	}
 	return Amount{Minor: fee, Currency: a.Currency}
 }
@@ -208,11 +211,7 @@ func (c *Config) GridFee(g FeeGrid, a Amount) Amount {
 	if !ok {
 		return g.Fee(a) // no such payment is priced: price refuses the currency
 	}
-	fee := (a.Minor*g.PercentBP+9_999)/10_000 + Convert(Units(g.Fixed, XOF), a.Currency, rate).Minor
-	if floor := Convert(Units(g.Min, XOF), a.Currency, rate).Minor; fee < floor {
-		fee = floor
-	}
-	return Amount{Minor: fee, Currency: a.Currency}
+	return g.fee(a, Convert(Units(g.Fixed, XOF), a.Currency, rate).Minor, Convert(Units(g.Min, XOF), a.Currency, rate).Minor)
 }
 
 // Limits are a merchant's amount limits in whole units of XOF; 0 is none.
