@@ -752,30 +752,6 @@ func TestSQLiteDirectory(t *testing.T) {
 	createMerchant(t, "sqlite://"+path)
 }
 
-// TestUsageBadValues: a flag's value the command refuses is a bad command
-// line (README: "Exit status: 0 done, 1 failed, 2 bad command line").
-func TestUsageBadValues(t *testing.T) {
-	t.Parallel()
-	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
-	id := createMerchant(t, db).MerchantID
-	for _, args := range [][]string{
-		{"merchant", "create", "--name", "B", "--country", "FR"},
-		{"merchant", "update", id, "--status", "frozen"},
-		{"merchant", "update", id, "--kyc", "maybe"},
-		{"merchant", "update", id, "--allowed-providers", "channel_z"},
-		{"key", "create", "--merchant", id, "--mode", "prod"},
-		{"key", "create", "--merchant", id, "--mode", "test", "--type", "foo"},
-		{"key", "create", "--merchant", id, "--mode", "test", "--scopes", "can_fly"},
-		{"dispute", "decide", "DSP-X", "--outcome", "maybe"},
-	} {
-		out, errOut, err := cli(t, noEnv, append(args, "--database-url", db)...)
-		var u usageError
-		if !errors.As(err, &u) || out != "" {
-			t.Errorf("xaalis %s: %v (%T), stdout %q\n%s", strings.Join(args, " "), err, err, out, errOut)
-		}
-	}
-}
-
 func TestMerchantCreate(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db string) {
 		t.Run("OKJSON", func(t *testing.T) {
