@@ -91,6 +91,12 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request) {
 		case <-poll.C:
 		}
 		list, err := s.App.StreamEvents(ctx, p, cursor, cfg.StreamBatch)
+		if xaalis.ErrorCode(err) == xaalis.EInvalidAPIKey {
+			// Revoked or expired since the stream opened: the client's
+			// reconnection gets the 401.
+			logger(ctx).Info("event stream closed: key revoked or expired", "request_id", requestID(ctx), "key", p.Key.ID)
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				logger(ctx).Error("event stream: read events", "request_id", requestID(ctx), "error", err)

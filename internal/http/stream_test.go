@@ -245,6 +245,59 @@ func TestEventStream(t *testing.T) {
 	})
 }
 
+// TestEventStreamKeyRevoked: a stream ends when its key is revoked or
+// expires, and no event committed after that reaches it; its reconnection
+// is refused.
+func TestEventStreamKeyRevoked(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := streamEnv(t, b)
+		ctx := context.Background()
+		mid, keys := e.merchant()
+		exp := e.clock.Now().Add(time.Hour)
+		for _, c := range []struct {
+			name string
+			end  func(t *testing.T, k *xaalis.Key)
+			in   xaalis.KeyCreate
+		}{
+			{"revoked", func(t *testing.T, k *xaalis.Key) {
+				if _, err := e.app.RevokeKey(ctx, k.ID); err != nil {
+					t.Fatal(err)
+				}
+			}, xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest, Type: xaalis.KeySecret}},
+			{"expired", func(t *testing.T, _ *xaalis.Key) { e.clock.Advance(2 * time.Hour) },
+				xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest, Type: xaalis.KeySecret, ExpiresAt: &exp}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				k, secret, err := e.app.CreateKey(ctx, c.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := e.openStream(t, secret, "", "")
+				e.pay(t, keys.SecretTest, "kr-before-"+c.name, successBody(""))
+				if ev := checkMessage(t, s.next(t, 5*time.Second), "payment.success"); ev.MerchantReference != "kr-before-"+c.name {
+					t.Fatalf("event of %s", ev.MerchantReference)
+				}
+				c.end(t, k)
+				e.pay(t, keys.SecretTest, "kr-after-"+c.name, successBody(""))
+				deadline := time.After(5 * time.Second)
+				for ended := false; !ended; {
+					select {
+					case m, ok := <-s.msgs:
+						if !ok {
+							ended = true
+						} else if m.comment == "" && strings.Contains(m.data, "kr-after-") {
+							t.Fatalf("event after the key's end: %s %s", m.event, m.id)
+						}
+					case <-deadline:
+						t.Fatal("the stream did not end")
+					}
+				}
+				e.do(call{method: "GET", path: "/v1/events/stream", key: secret}).want(t, 401, xaalis.EInvalidAPIKey)
+			})
+		}
+	})
+}
+
 // TestEventStreamAcrossProcesses: a stream served by one process carries
 // the events another process commits to the same PostgreSQL database.
 func TestEventStreamAcrossProcesses(t *testing.T) {

@@ -95,8 +95,18 @@ func (a *App) StreamStart(ctx context.Context, p *Principal, lastEventID string)
 }
 
 // StreamEvents returns up to limit of the key's events after a cursor, in
-// the order they committed.
+// the order they committed, or invalid_api_key once the key is revoked or
+// expired: a stream outlives the request that authenticated it, and a
+// leaked key, once revoked, must stop reading at once, open streams
+// included.
 func (a *App) StreamEvents(ctx context.Context, p *Principal, after StreamCursor, limit int) ([]StreamedEvent, error) {
+	k, err := a.Store.Key(ctx, p.Key.ID)
+	if err != nil {
+		return nil, fmt.Errorf("stream key: %w", err)
+	}
+	if !k.Usable(a.now()) {
+		return nil, E(EInvalidAPIKey)
+	}
 	return a.Store.StreamEvents(ctx, p.Merchant.ID, p.Mode(), after, limit)
 }
 
