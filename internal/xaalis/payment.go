@@ -382,7 +382,15 @@ func (a *App) initiateIn(ctx context.Context, tx Tx, t *Transaction, fresh bool)
 	}
 	if gerr != nil {
 		t.FailureReason, t.UpdatedAt = string(ErrorCode(gerr)), a.now()
-		return nil, gerr, write()
+		if err := write(); err != nil {
+			return nil, nil, err
+		}
+		if fresh {
+			// Refused, it stays initiated: it has entered that status (a
+			// resumed one was counted when it did).
+			return nil, gerr, a.countPayment(ctx, tx, t, StatusInitiated)
+		}
+		return nil, gerr, nil
 	}
 	t.ProviderRef, t.NextAction = res.ProviderRef, res.NextAction
 	t.Route, t.RouteReason = res.Route, res.RouteReason
