@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/xaalis/xaalis/internal/provider"
 	"github.com/xaalis/xaalis/internal/testutil"
 )
 
@@ -180,6 +181,17 @@ func TestMetrics(t *testing.T) {
 			"--insecure-webhooks", "--jobs-interval", "1h", "--ledger-check-interval", "0")...)
 		key := m.Keys.SecretLive
 		a.do(t, "POST", "/v1/webhook-endpoints", key, `{"url":"`+receiver.URL+`/hook"}`).want(t, 201, "")
+		// Two test payments the simulated provider does not take: each stays
+		// initiated (counted there); the refusal and the outage are the
+		// outcomes a live route's would be.
+		for _, c := range []struct {
+			phone  string
+			status int
+			code   string
+		}{{provider.TestPhoneRefused, 502, "gateway_error"}, {provider.TestPhoneUnreachable, 503, "gateway_unavailable"}} {
+			a.do(t, "POST", "/v1/payments", m.Keys.SecretTest, `{"merchant_ref":"t-`+c.phone+`","amount":700,"provider":"channel_a","payer":{"phone":"`+c.phone+`"},
+				"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`).want(t, c.status, c.code)
+		}
 
 		c := &http.Client{Timeout: 10 * time.Second}
 		control := func(path, body string) {
@@ -285,6 +297,12 @@ func TestMetrics(t *testing.T) {
 				t.Error("no xaalis_ledger_check_timestamp_seconds")
 			}
 		}
+		for _, x := range []scrape{s, sb} {
+			x.want(t, 2, "xaalis_payments_total", "mode=test", "provider=channel_a", "country=SN", "status=initiated")
+			x.want(t, 1400, "xaalis_payment_amount_xof_total", "mode=test", "provider=channel_a", "status=initiated")
+		}
+		s.want(t, 1, "xaalis_provider_requests_total", "provider=channel_a", "route=simulator", "operation=initiate", "outcome=refused")
+		s.want(t, 1, "xaalis_provider_requests_total", "provider=channel_a", "route=simulator", "operation=initiate", "outcome=failure")
 		// The providers' series are each process's: a's saw the outage.
 		s.want(t, 3, "xaalis_provider_requests_total", "provider=channel_a", "route=direct", "operation=initiate", "outcome=failure")
 		s.want(t, 1, "xaalis_provider_requests_total", "provider=channel_a", "route=direct", "operation=initiate", "outcome=circuit_open")

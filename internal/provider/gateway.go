@@ -85,6 +85,10 @@ func (g *Gateway) observeSim(provider, op string, start time.Time, err error) {
 	switch {
 	case errors.Is(err, xaalis.ErrNotFound):
 		res = OutcomeNotFound
+	case xaalis.ErrorCode(err) == xaalis.EGatewayUnavailable:
+		// The simulated outage (0006): counted as a live route's
+		// unreachable provider is.
+		res = OutcomeFailure
 	case err != nil:
 		res = OutcomeRefused
 	}
