@@ -36,6 +36,7 @@ type disputeRecord struct {
 	ID, Reference, Status, Amount string
 	TransactionID                 string `json:"transaction_id"`
 	Evidence                      []string
+	RespondedAt                   *string `json:"responded_at"`
 }
 
 func TestDisputes(t *testing.T) {
@@ -162,6 +163,40 @@ func TestDisputes(t *testing.T) {
 			e.do(call{method: "GET", path: "/v1/disputes/" + d3.ID, key: keys.SecretTest}).data(t, &got)
 			if got.Status != "lost" {
 				t.Fatalf("status %s", got.Status)
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("ErrRespondAfterDueBy", func(t *testing.T) {
+			// The deadline job has not run yet: a response at due_by is
+			// too late, and loses the dispute as the job would.
+			_, p5 := e.pay(t, keys.SecretTest, "d-5", `"amount":2000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			before := e.balance(t, keys.SecretTest)
+			d5 := open(p5.ID)
+			e.clock.Advance(7 * 24 * time.Hour)
+			respond := func() *response {
+				return e.do(call{method: "POST", path: "/v1/disputes/" + d5.ID + "/respond", key: keys.SecretTest, idem: "r-late",
+					body: `{"merchant_response":"late"}`})
+			}
+			r := respond().want(t, 422, xaalis.EDisputeNotRespondable)
+			if r.err.Context["status"] != "lost" {
+				t.Fatalf("context %v", r.err.Context)
+			}
+			if again := respond().want(t, 422, xaalis.EDisputeNotRespondable); again.header.Get("Idempotent-Replay") != "true" {
+				t.Fatal("the late answer is not the key's stored answer")
+			}
+			var got disputeRecord
+			e.do(call{method: "GET", path: "/v1/disputes/" + d5.ID, key: keys.SecretTest}).data(t, &got)
+			if got.Status != "lost" || got.RespondedAt != nil {
+				t.Fatalf("after a late response: %+v", got)
+			}
+			if evs := e.events(t, d5.ID); strings.Join(evs, ",") != "dispute.opened,dispute.lost" {
+				t.Fatalf("events %v", evs)
+			}
+			if bal := e.balance(t, keys.SecretTest); bal.Available != before.Available-2000 || bal.Reserved != before.Reserved {
+				t.Fatalf("balance %+v, before %+v", bal, before)
+			}
+			if n, _ := e.app.ExpireDisputes(context.Background(), 10); n != 0 {
+				t.Fatal("lost twice")
 			}
 			e.ledgerOK(t)
 		})

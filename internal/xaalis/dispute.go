@@ -182,8 +182,10 @@ type DisputeResponse struct {
 
 // RespondDispute records the merchant's answer: at most 20 evidence URLs of
 // at most 500 characters, and a response of at most 2000 characters. It is
-// accepted only while the dispute needs a response (dispute_not_respondable
-// with the status otherwise); the dispute goes under_review,
+// accepted only while the dispute needs a response, before its due_by
+// (dispute_not_respondable with the status otherwise: a response after
+// due_by loses the dispute, if the deadline job has not yet); the dispute
+// goes under_review,
 // dispute.responded. It returns not_found, livemode_mismatch or
 // validation_error too.
 func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in DisputeResponse) (*Dispute, error) {
@@ -222,7 +224,9 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 		return nil, fmt.Errorf("read disputed payment: %w", err)
 	}
 	var out *Dispute
+	late := false
 	err = a.update(ctx, func(tx Tx) error {
+		late = false
 		cur, err := tx.DisputeForUpdate(ctx, d.ID)
 		if err != nil {
 			return err
@@ -231,6 +235,13 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 			return E(EDisputeNotRespondable, "status", string(cur.Status))
 		}
 		now := a.now()
+		if !cur.DueBy.After(now) {
+			// Past due_by: lost, as the deadline job would have made it
+			// (it runs every few seconds); the answer comes too late.
+			late = true
+			_, err := a.closeDispute(ctx, tx, cur.ID, DisputeLost)
+			return err
+		}
 		cur.Evidence, cur.MerchantResponse, cur.RespondedAt, cur.Status, cur.UpdatedAt = in.Evidence, resp, &now, DisputeUnderReview, now
 		if err := tx.UpdateDispute(ctx, cur); err != nil {
 			return err
@@ -241,6 +252,9 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 		out = cur
 		return RunCommitHook(ctx, tx, cur)
 	})
+	if err == nil && late {
+		return nil, E(EDisputeNotRespondable, "status", string(DisputeLost))
+	}
 	return out, err
 }
 
