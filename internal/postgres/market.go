@@ -43,7 +43,7 @@ func queryDisputes(ctx context.Context, q querier, op, query string, args ...any
 // either mode.
 func (s *Store) Dispute(ctx context.Context, merchantID, key string) (*xaalis.Dispute, error) {
 	return scanDispute("read dispute", s.pool.QueryRow(ctx, `SELECT `+disputeColumns+` FROM disputes
-		WHERE merchant_id = $1 AND (id = $2 OR reference = $2)`, merchantID, key))
+		WHERE ($1 = '' OR merchant_id = $1) AND (id = $2 OR reference = $2)`, merchantID, key))
 }
 
 // Disputes lists one page of a merchant's disputes in a mode, newest

@@ -58,6 +58,10 @@ func evidenceJSON(ev []string) (string, error) {
 // Dispute returns one of the merchant's disputes by id or reference, in
 // either mode.
 func (s *Store) Dispute(ctx context.Context, merchantID, key string) (*xaalis.Dispute, error) {
+	if merchantID == "" {
+		return scanDispute(s.read.QueryRowContext(ctx, `SELECT `+disputeColumns+` FROM disputes
+			WHERE id = ? OR reference = ?`, key, key).Scan)
+	}
 	return scanDispute(s.read.QueryRowContext(ctx, lookupDisputeQuery, merchantID, key, key).Scan)
 }
 

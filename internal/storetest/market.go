@@ -59,6 +59,11 @@ func testDispute(t *testing.T, s xaalis.Store) {
 	if _, err := s.Dispute(ctx, other.ID, d.ID); !errors.Is(err, xaalis.ErrNotFound) {
 		t.Fatalf("another merchant's dispute: %v", err)
 	}
+	for _, key := range []string{d.ID, d.Reference} {
+		if got, err := s.Dispute(ctx, "", key); err != nil || got.ID != d.ID {
+			t.Fatalf("dispute %s of any merchant: %+v %v", key, got, err)
+		}
+	}
 	if _, err := s.Dispute(ctx, m.ID, "nope"); !errors.Is(err, xaalis.ErrNotFound) {
 		t.Fatalf("missing dispute: %v", err)
 	}

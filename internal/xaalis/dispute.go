@@ -261,11 +261,20 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 // DecideDispute is the operator's decision. won: the reservation is
 // released (what was owed is settled first) and the payment returns to
 // success; lost: the reserved amount goes back to the provider and the
-// payment stays disputed. It returns not_found and validation_error for a
-// closed dispute or another outcome.
+// payment stays disputed. id is the dispute's id or DSP- reference. It
+// returns not_found and validation_error for a closed dispute or another
+// outcome.
 func (a *App) DecideDispute(ctx context.Context, id string, outcome DisputeStatus, why string) (*Dispute, error) {
 	if outcome != DisputeWon && outcome != DisputeLost {
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"outcome": {"must be won or lost"}}}
+	}
+	if !isUUID(id) {
+		// A DSP- reference, as the API takes it.
+		d, err := a.Store.Dispute(ctx, "", id)
+		if err != nil {
+			return nil, err
+		}
+		id = d.ID
 	}
 	var out *Dispute
 	err := a.update(ctx, func(tx Tx) error {

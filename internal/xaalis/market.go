@@ -109,7 +109,8 @@ type CustomerFilter struct {
 // MarketStore is the part of the Store disputes, splits, subscriptions and
 // customers need.
 type MarketStore interface {
-	// Dispute returns one of the merchant's disputes by id or reference.
+	// Dispute returns one of the merchant's disputes by id or reference;
+	// an empty merchantID matches any merchant (the operator's commands).
 	Dispute(ctx context.Context, merchantID, key string) (*Dispute, error)
 	// Disputes lists a merchant's disputes in a mode, newest first;
 	// status "" is all.
