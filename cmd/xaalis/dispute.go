@@ -17,6 +17,7 @@ func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) stri
 	tx := fs.String("transaction", "", "payment ID (required)")
 	amount := fs.Int64("amount", 0, "disputed amount in whole units (default: all that was not refunded)")
 	reason := fs.String("reason", "", "why the payer disputes it")
+	configPath := fs.String("config", getenv("XAALIS_CONFIG"), "business configuration file, serve's (its dispute_response_seconds sets due_by); empty: the embedded defaults (env XAALIS_CONFIG)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return parseError(err)
@@ -24,7 +25,17 @@ func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) stri
 	if *tx == "" {
 		return usagef("dispute open: --transaction is required")
 	}
+	if setFlags(fs)["amount"] && *amount <= 0 {
+		// 0 is the flag's default (all that was not refunded), not an
+		// amount one can ask for.
+		return usagef("dispute open: --amount must be positive")
+	}
+	business, err := xaalis.LoadConfig(*configPath)
+	if err != nil {
+		return err
+	}
 	return withApp(ctx, *db, func(app *xaalis.App) error {
+		app.Config = business
 		d, err := app.OpenDispute(ctx, xaalis.DisputeOpen{TransactionID: *tx, Amount: *amount * 100, Reason: *reason})
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payment %s not found", *tx)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xaalis/xaalis/internal/provider"
 )
@@ -43,5 +45,28 @@ func TestDisputeCLI(t *testing.T) {
 	wantErr(t, false, stdout, err) // closed
 	stdout, _, err = cli(t, noEnv, "dispute", "open", "--database-url", db)
 	wantErr(t, true, stdout, err)
+	for _, amount := range []string{"0", "-5"} {
+		stdout, _, err = cli(t, noEnv, "dispute", "open", "--transaction", p.Data.ID, "--amount", amount, "--database-url", db)
+		wantErr(t, true, stdout, err)
+	}
+
+	// due_by follows the configuration's dispute_response_seconds, as the
+	// server's openings do; decide takes the DSP- reference too.
+	cfg := filepath.Join(t.TempDir(), "cfg.json")
+	if err := os.WriteFile(cfg, []byte(`{"dispute_response_seconds":3600}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = mustCLI(t, noEnv, "dispute", "open", "--transaction", p.Data.ID, "--config", cfg, "--json", "--database-url", db)
+	var d2 struct {
+		ID, Reference string
+		CreatedAt     time.Time `json:"created_at"`
+		DueBy         time.Time `json:"due_by"`
+	}
+	if err := json.Unmarshal([]byte(out), &d2); err != nil || d2.DueBy.Sub(d2.CreatedAt) != time.Hour {
+		t.Fatalf("dispute open with a configuration: %s", out)
+	}
+	if out := mustCLI(t, noEnv, "dispute", "decide", d2.Reference, "--outcome", "won", "--database-url", db); !strings.Contains(out, d2.ID+" is won") {
+		t.Fatalf("decide by reference: %s", out)
+	}
 	mustCLI(t, noEnv, "ledger", "check", "--database-url", db)
 }
