@@ -135,6 +135,7 @@ func newKeyLine() ([]byte, string) {
 func AddKey(path string) (string, error) {
 	old, err := os.ReadFile(path)
 	mode := fs.FileMode(0o600)
+	uid, gid, ownerKnown := 0, 0, false
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		old = []byte(header)
@@ -149,6 +150,7 @@ func AddKey(path string) (string, error) {
 		}
 		if st, err := os.Stat(path); err == nil {
 			mode = st.Mode().Perm()
+			uid, gid, ownerKnown = owner(st)
 		}
 	}
 	if len(old) > 0 && old[len(old)-1] != '\n' {
@@ -164,8 +166,22 @@ func AddKey(path string) (string, error) {
 	if err := errors.Join(werr, tmp.Chmod(mode), tmp.Sync(), tmp.Close()); err != nil {
 		return "", fmt.Errorf("write key file: %w", err)
 	}
+	if ownerKnown {
+		// The new file is the writer's (root's, under sudo): it keeps the
+		// old one's owner and group, or the service that reads it through
+		// its group (deployment.md: chgrp xaalis, chmod 640) could not.
+		if err := os.Chown(tmp.Name(), uid, gid); err != nil {
+			return "", fmt.Errorf("key file %s: keep its owner and group (%d:%d): %w", path, uid, gid, err)
+		}
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("replace key file: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		// The rename itself made durable: a crash does not bring back
+		// the file without the key the database may be told to use.
+		_ = d.Sync()
+		d.Close()
 	}
 	return KeyID(key), nil
 }

@@ -94,6 +94,36 @@ func TestKeyFile(t *testing.T) {
 	}
 }
 
+// TestAddKeyKeepsOwner: a key file the service reads through its group
+// (deployment.md: chgrp xaalis, chmod 640) keeps its owner, group and mode
+// when root adds a key, so that the service still reads it.
+func TestAddKeyKeepsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing a file's owner needs root")
+	}
+	path := filepath.Join(t.TempDir(), "k")
+	if _, err := Create(path); err != nil {
+		t.Fatal(err)
+	}
+	const uid, gid = 65534, 65534 // nobody, nogroup
+	if err := os.Chown(path, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddKey(path); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, g, ok := owner(st); !ok || u != uid || g != gid || st.Mode().Perm() != 0o640 {
+		t.Fatalf("after AddKey: %d:%d %v", u, g, st.Mode())
+	}
+}
+
 func TestParseKeyFile(t *testing.T) {
 	key := make([]byte, 32)
 	for i := range key {
