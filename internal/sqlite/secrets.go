@@ -288,6 +288,16 @@ func (s *Store) ResealSecrets(ctx context.Context, limit int, clearOnly bool) (i
 	}
 	if done < limit && s.resealed.Swap(false) {
 		if err := s.w.direct(ctx, func(q querier) error {
+			if clearOnly {
+				// Secrets in clear come from a database of an earlier
+				// version, whose migrations rebuilt tables here: copies of
+				// their rows lie in free pages and in the unused parts of
+				// reused ones, which secure_delete never saw. VACUUM
+				// writes the file anew, once (serve, at its first start).
+				if _, err := q.ExecContext(ctx, `VACUUM`); err != nil {
+					return fmt.Errorf("vacuum: %w", err)
+				}
+			}
 			_, err := q.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 			return err
 		}); err != nil {
