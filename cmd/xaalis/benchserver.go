@@ -75,7 +75,7 @@ func startServerProcess(ctx context.Context, o benchOptions, short bool, logf fu
 	// make it. A key file of the run's own, deleted with it, would leave
 	// the bench's merchants encrypted under a lost key, and serve, or the
 	// next run, refusing the database.
-	ki, err := loadKeyring(ctx, o.dbURL)
+	ki, err := loadKeyring(ctx, o.dbURL, nil)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("secret key file: %w", err)

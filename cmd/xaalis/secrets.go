@@ -81,18 +81,29 @@ func defaultKeyFile(dbURL string) string {
 	return filepath.Join(filepath.Dir(strings.TrimPrefix(defaultDatabaseURL, "sqlite://")), secretKeyFileName)
 }
 
-// loadKeyring loads the command's key file, making the data directory's
-// on first use.
-func loadKeyring(ctx context.Context, dbURL string) (keyInfo, error) {
+// loadKeyring loads the command's key file, making it on first use.
+// needed, when not nil, returns the keys the database's secrets are
+// already under: a missing file is then not made (a new key would read
+// none of them), and the error says which key file to give.
+func loadKeyring(ctx context.Context, dbURL string, needed func() ([]string, error)) (keyInfo, error) {
 	ks := keySetupFrom(ctx)
 	path, supplied := ks.file, ks.file != ""
 	if !supplied {
 		path = defaultKeyFile(dbURL)
 	}
 	kr, err := secrets.Load(path)
+	if errors.Is(err, fs.ErrNotExist) && needed != nil {
+		ids, nerr := needed()
+		if nerr != nil {
+			return keyInfo{}, nerr
+		}
+		if len(ids) > 0 {
+			return keyInfo{}, fmt.Errorf("no secret key file at %s: the database's secrets are encrypted under key %s; "+
+				"give the key file this database was set up with (XAALIS_SECRET_KEY_FILE or --secret-key-file, docs/deployment.md)",
+				path, strings.Join(ids, ", "))
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
-		// A database whose secrets are under another key refuses this new
-		// key file right after (checkSecretKeys): making it is safe.
 		if kr, err = secrets.Create(path); err == nil {
 			fmt.Fprintf(ks.stderr, "xaalis: made the secret key file %s; back it up apart from the database\n", path)
 			return keyInfo{keyring: kr, supplied: supplied, generated: true}, nil
@@ -112,7 +123,10 @@ func openStoreKeyed(ctx context.Context, dbURL string, check bool) (xaalis.Store
 	if err != nil {
 		return nil, keyInfo{}, err
 	}
-	ki, err := loadKeyring(ctx, dbURL)
+	ki, err := loadKeyring(ctx, dbURL, func() ([]string, error) {
+		u, err := store.SecretKeys(ctx, false)
+		return u.SecretRequiredKeys(), err
+	})
 	if err != nil {
 		store.Close()
 		return nil, keyInfo{}, err

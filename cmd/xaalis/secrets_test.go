@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -263,5 +265,21 @@ func TestSecretKeyFileInDataDirectory(t *testing.T) {
 	}
 	if out := mustCLI(t, env, "secrets", "status", "--database-url", db); !strings.Contains(out, filepath.Join(dir, "secret.key")) {
 		t.Fatalf("status: %s", out)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A key file named but missing, for a database whose secrets are
+	// encrypted: refused, and not made (a new key would read nothing).
+	missing := filepath.Join(t.TempDir(), "missing.key")
+	for _, args := range [][]string{append([]string{"serve"}, serveArgs(db)...), {"operator", "token", "create", "--database-url", db}} {
+		stdout, stderr, err := cli(t, envOf("XAALIS_SECRET_KEY_FILE", missing), args...)
+		if err == nil || !strings.Contains(err.Error()+stderr, "no secret key file at "+missing) {
+			t.Fatalf("%v with a missing key file: %v\n%s%s", args[0], err, stdout, stderr)
+		}
+		if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%v made the missing key file: %v", args[0], err)
+		}
 	}
 }
