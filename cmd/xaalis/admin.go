@@ -197,6 +197,11 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 	}
 	in := xaalis.KeyCreate{MerchantID: *merchant, Mode: xaalis.Mode(*mode), Type: xaalis.KeyType(*typ)}
 	if setFlags(fs)["scopes"] {
+		if in.Type == xaalis.KeyPublishable {
+			// A publishable key's rights are fixed (create payments, read
+			// their status): scopes would be dropped without a word.
+			return usagef("key create: --scopes is for secret keys; a publishable key only creates payments and reads their status")
+		}
 		in.Scopes = []xaalis.Scope{}
 		for _, s := range splitComma(*scopes) {
 			in.Scopes = append(in.Scopes, xaalis.Scope(s))

@@ -1007,6 +1007,7 @@ func TestKey(t *testing.T) {
 			{"ErrMode", []string{"--merchant", id, "--mode", "prod"}, true},
 			{"ErrType", []string{"--merchant", id, "--mode", "test", "--type", "root"}, true},
 			{"ErrScope", []string{"--merchant", id, "--mode", "test", "--scopes", "can_everything"}, true},
+			{"ErrScopesPublishable", []string{"--merchant", id, "--mode", "test", "--type", "publishable", "--scopes", "can_payout"}, true},
 			{"ErrAllowIPs", []string{"--merchant", id, "--mode", "test", "--allow-ips", "not-an-ip"}, true},
 			{"ErrUnknownMerchant", []string{"--merchant", "00000000-0000-7000-8000-000000000000", "--mode", "test"}, false},
 			{"ErrNoMerchant", []string{"--mode", "test"}, true},
