@@ -227,7 +227,11 @@ func (p *Pages) post(w http.ResponseWriter, r *http.Request, op string, act func
 
 // sameOrigin refuses a form posted from another site: the Origin header,
 // when the browser sends one, must name this host; failing that, the
-// browser's Sec-Fetch-Site must not say cross-site.
+// browser's Sec-Fetch-Site must not say cross-site. "null" names no host
+// and is read as no Origin: under the page's own Referrer-Policy
+// (no-referrer) browsers send Origin: null on its same-origin posts,
+// while a sandboxed frame of another site, which also sends null, says
+// cross-site in Sec-Fetch-Site.
 func sameOrigin(r *http.Request) bool {
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
