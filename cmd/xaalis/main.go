@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	osuser "os/user"
 	"runtime/debug"
 	"syscall"
 
@@ -118,7 +119,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// account that ran them; the admin listener names its token instead.
 	user := getenv("USER")
 	if user == "" {
-		user = "unknown"
+		// Not set under cron, systemd or a bare container: the process's
+		// own account, as id -un names it.
+		if u, err := osuser.Current(); err == nil && u.Username != "" {
+			user = u.Username
+		} else {
+			user = "unknown"
+		}
 	}
 	ctx = xaalis.WithActor(ctx, xaalis.Actor{Name: "cli:" + user})
 	ctx = withKeySetup(ctx, keySetup{file: getenv("XAALIS_SECRET_KEY_FILE"), stderr: stderr})

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os/user"
 	"slices"
 	"strings"
 	"testing"
@@ -111,7 +112,12 @@ func TestOperatorTokenCLI(t *testing.T) {
 		// account that ran them.
 		updateMerchant(t, db, m.MerchantID, "--kyc", "approved")
 		audit := mustCLI(t, envOf("USER", "awa"), "audit", "list", "--database-url", db)
-		for _, want := range []string{"merchant.update", "operator_token.revoke", "operator_token.create", "cli:"} {
+		// Without USER (cron, systemd), the process's own account.
+		me, err := user.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"merchant.update", "operator_token.revoke", "operator_token.create", "cli:" + me.Username + " "} {
 			if !strings.Contains(audit, want) {
 				t.Fatalf("audit list lacks %q:\n%s", want, audit)
 			}
