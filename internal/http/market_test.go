@@ -212,6 +212,9 @@ func TestDisputes(t *testing.T) {
 			if st, _ := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p4.ID+`","amount":5000}`); st != 422 {
 				t.Fatalf("more than the payment: %d", st)
 			}
+			if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{}`); st != 422 || !strings.Contains(fmt.Sprint(out["error"]), "transaction_id") {
+				t.Fatalf("no transaction_id: %d %v", st, out)
+			}
 		})
 		t.Run("OKProviderReported", func(t *testing.T) {
 			_, p3 := e.pay(t, keys.SecretTest, "d-3", `"amount":3000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)

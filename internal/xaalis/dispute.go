@@ -95,6 +95,9 @@ func (a *App) OpenDispute(ctx context.Context, in DisputeOpen) (*Dispute, error)
 }
 
 func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute, error) {
+	if strings.TrimSpace(in.TransactionID) == "" {
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"transaction_id": {"is required: the payment's id"}}}
+	}
 	pay, err := tx.TransactionForUpdate(ctx, in.TransactionID)
 	if err != nil {
 		return nil, err
