@@ -114,7 +114,8 @@ func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h
 func WithMaxRetries(n int) Option { return func(c *Client) { c.maxRetries = max(n, 0) } }
 
 // WithBackoff sets the first wait between retries and the longest; each
-// retry waits a random time up to twice the last, within the bounds.
+// retry waits a random time between the first and a backoff that doubles
+// at each retry, up to the longest.
 func WithBackoff(min, max time.Duration) Option {
 	return func(c *Client) { c.minBackoff, c.maxBackoff = min, max }
 }
@@ -278,14 +279,22 @@ func (c *Client) call(ctx context.Context, r *request, out any, opts []RequestOp
 		if attempt >= c.maxRetries {
 			return err
 		}
-		// Full jitter: a random wait up to the backoff, at least
-		// Retry-After.
-		d := time.Duration(rand.Int64N(int64(backoff) + 1))
+		// A jittered wait within the bounds, at least Retry-After.
+		d := c.jittered(backoff)
 		backoff = min(backoff*2, c.maxBackoff)
 		if err := c.sleep(ctx, max(d, wait)); err != nil {
 			return err
 		}
 	}
+}
+
+// jittered is a random wait between the first backoff (WithBackoff's
+// min) and backoff, which doubles at each retry up to the longest:
+// clients that failed together do not come back together, and none comes
+// back sooner than the first wait.
+func (c *Client) jittered(backoff time.Duration) time.Duration {
+	lo := min(c.minBackoff, backoff)
+	return lo + time.Duration(rand.Int64N(int64(backoff-lo)+1))
 }
 
 // send makes one attempt.

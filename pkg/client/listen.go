@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -84,7 +83,7 @@ func (c *Client) Listen(ctx context.Context, p *ListenParams) iter.Seq2[*StreamE
 			if p.OnDisconnect != nil {
 				p.OnDisconnect(err)
 			}
-			wait := time.Duration(rand.Int64N(int64(backoff) + 1))
+			wait := c.jittered(backoff)
 			if errors.As(err, &e) && e.RetryAfter > wait {
 				wait = e.RetryAfter
 			}
