@@ -406,11 +406,16 @@ func TestPaymentLifecycle(t *testing.T) {
 		t.Run("OKSimulate", func(t *testing.T) {
 			for i, outcome := range []string{"success", "failed", "cancelled"} {
 				_, p := e.pay(t, keys.SecretTest, fmt.Sprint("sim-", i), `"provider":"channel_b","payer":{"phone":"+221771234567"}`)
+				if p.NextAction == nil {
+					t.Fatal("a pending payment with nothing for the payer to do")
+				}
 				r := e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + p.ID + "/simulate", key: keys.SecretTest,
 					idem: fmt.Sprint("sim-", i), body: `{"outcome":"` + outcome + `"}`}).want(t, 200, "")
-				var after txRecord
+				var after, read txRecord
 				r.data(t, &after)
-				if after.Status != outcome {
+				e.do(call{method: "GET", path: "/v1/payments/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &read)
+				// Settled, the payer has nothing left to do.
+				if after.Status != outcome || after.NextAction != nil || read.NextAction != nil {
 					t.Fatalf("simulate %s: %s", outcome, r.body)
 				}
 				if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != "payment."+outcome {

@@ -816,6 +816,11 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 	if to != StatusSuccess {
 		t.FailureReason = reason
 	}
+	if to != StatusInitiated && to != StatusPending {
+		// Settled: the payer has nothing left to do (next_action: null
+		// when nothing).
+		t.NextAction = nil
+	}
 	t.UpdatedAt = a.now()
 	if err := write(); err != nil {
 		return fmt.Errorf("write transaction: %w", err)
