@@ -127,6 +127,58 @@ func TestLivePayments(t *testing.T) {
 				t.Fatalf("failed-over payment: %s", st)
 			}
 		})
+		t.Run("OKTimedOutInitiationPaid", func(t *testing.T) {
+			// The provider takes the collection and its answer never comes
+			// back: the payment stays initiated, without the provider's id.
+			// Its notifications name it by reference: the payer's
+			// confirmation settles it (a pending one first hands it to
+			// reconciliation).
+			secretC := e.app.Config.Providers["channel_c"].Routes[0].NotifySecret
+			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := e.pay(t, keys.SecretLive, "timeout-1", `"provider":"channel_c","payer":{"phone":"+221771234570"}`)
+			r.want(t, 503, xaalis.EGatewayUnavailable)
+			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+				t.Fatal(err)
+			}
+			var p txRecord
+			e.do(call{method: "GET", path: "/v1/payments/timeout-1", key: keys.SecretLive}).want(t, 200, "").data(t, &p)
+			if p.Status != "initiated" || providerRef(t, e, p.ID) != "" {
+				t.Fatalf("after the timeout: %+v", p)
+			}
+			var col provider.EmulatedCollection
+			for _, c := range emu.Collections() {
+				if c.Reference == p.Reference {
+					col = c
+				}
+			}
+			if col.ID == "" {
+				t.Fatal("the emulator did not take the collection")
+			}
+			ev := provider.Event{EventID: "ev-timeout-pending", Type: provider.EventCollectionUpdated, Country: "SN",
+				Collection: provider.EventCollection{ID: col.ID, Reference: p.Reference, Status: "pending"}}
+			e.postNotification(t, "channel_c", secretC, ev, time.Now()).want(t, 200, "")
+			if st := e.status(t, keys.SecretLive, p.ID); st != "pending" || providerRef(t, e, p.ID) != col.ID {
+				t.Fatalf("after a pending notification: %s %q", st, providerRef(t, e, p.ID))
+			}
+			d, err := emu.PayerAct(col.ID, xaalis.ProviderSuccess)
+			if err != nil || !d.Sent || d.Status != http.StatusOK {
+				t.Fatalf("the provider's notification: %+v, %v", d, err)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("after the payer paid: %s", st)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPaymentSuccess {
+				t.Fatalf("events %v", evs)
+			}
+			// Another provider's notification with that reference names
+			// nothing of its own.
+			ev = provider.Event{EventID: "ev-timeout-other", Type: provider.EventCollectionUpdated, Country: "SN",
+				Collection: provider.EventCollection{ID: "col-other", Reference: p.Reference, Status: "failed"}}
+			e.postNotification(t, "channel_b", secretB, ev, time.Now()).want(t, 404, xaalis.ENotFound)
+			e.ledgerOK(t)
+		})
 		t.Run("ErrGatewayUnavailable", func(t *testing.T) {
 			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Down: true}); err != nil {
 				t.Fatal(err)

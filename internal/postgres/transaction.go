@@ -141,6 +141,12 @@ func (s *Store) TransactionByProviderRef(ctx context.Context, mode xaalis.Mode, 
 		WHERE provider = $1 AND provider_ref = $2 AND mode = $3`, provider, ref, mode))
 }
 
+// TransactionByReference finds a provider's transaction by its reference.
+func (s *Store) TransactionByReference(ctx context.Context, mode xaalis.Mode, provider, reference string) (*xaalis.Transaction, error) {
+	return scanTx("read transaction by reference", s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE reference = $1 AND provider = $2 AND mode = $3`, reference, provider, mode))
+}
+
 // conditions builds a WHERE clause with numbered parameters.
 type conditions struct {
 	where []string

@@ -175,12 +175,15 @@
 // collection_not_refundable, refund_exceeds_collected and
 // idempotency_conflict.
 //
-// Notifications are POSTed by the provider to the collection's notify_url:
+// Notifications are POSTed by the provider to the collection's notify_url.
+// A collection's reference echoes the request's (optional): it names a
+// payment whose creation answer never came back (a timeout after the
+// provider recorded it), which has no provider id yet:
 //
 //	{"event_id","type":"collection.updated","country",
-//	 "collection":{"id","status","reason"}}
+//	 "collection":{"id","reference","status","reason"}}
 //	{"event_id","type":"dispute.opened","country",
-//	 "collection":{"id","status","reason"},
+//	 "collection":{"id","reference","status","reason"},
 //	 "dispute":{"amount","currency","reason"}}
 //
 // and to a payout's notify_url:

@@ -449,7 +449,7 @@ func (e *Emulator) event(c *EmulatedCollection, typ string) Event {
 		EventID:    randomID("evt_"),
 		Type:       typ,
 		Country:    c.Country,
-		Collection: EventCollection{ID: c.ID, Status: string(c.Status), Reason: c.Reason},
+		Collection: EventCollection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason},
 	}
 }
 

@@ -58,7 +58,7 @@ func (g *Gateway) VerifyNotification(ctx context.Context, provider string, r *ht
 		n.State, _ = state(po.Status)
 		return n, nil
 	}
-	n.ProviderRef, n.Reason = ev.Collection.ID, ev.Collection.Reason
+	n.ProviderRef, n.Reference, n.Reason = ev.Collection.ID, ev.Collection.Reference, ev.Collection.Reason
 	n.State, _ = state(ev.Collection.Status)
 	if d := ev.Dispute; ev.Type == EventDisputeOpened && d != nil {
 		cur := xaalis.Currency(d.Currency)
@@ -151,6 +151,9 @@ func parseEvent(body []byte) (Event, error) {
 	}
 	if ev.Collection.ID == "" || len(ev.Collection.ID) > 255 {
 		return bad("collection.id is missing or too long")
+	}
+	if len(ev.Collection.Reference) > 255 {
+		return bad("collection.reference is too long")
 	}
 	if _, ok := state(ev.Collection.Status); !ok {
 		return bad("collection.status must be pending, success, failed or cancelled")

@@ -117,11 +117,14 @@ type Event struct {
 	Payout     *EventPayout    `json:"payout,omitempty"`
 }
 
-// EventCollection is the collection an Event is about.
+// EventCollection is the collection an Event is about. Reference echoes
+// the collection request's: it names the payment when the answer giving
+// ID never came back (a timeout, a crash).
 type EventCollection struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	Reason string `json:"reason,omitempty"`
+	ID        string `json:"id"`
+	Reference string `json:"reference,omitempty"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // EventPayout is the payout of a payout.updated Event.

@@ -127,6 +127,12 @@ func (s *Store) TransactionByProviderRef(ctx context.Context, mode xaalis.Mode, 
 		WHERE provider = ? AND provider_ref = ? AND mode = ?`, provider, ref, mode).Scan)
 }
 
+// TransactionByReference finds a provider's transaction by its reference.
+func (s *Store) TransactionByReference(ctx context.Context, mode xaalis.Mode, provider, reference string) (*xaalis.Transaction, error) {
+	return scanTx(s.read.QueryRowContext(ctx, `SELECT `+txColumns+` FROM transactions
+		WHERE reference = ? AND provider = ? AND mode = ?`, reference, provider, mode).Scan)
+}
+
 // Transactions lists one page of a merchant's transactions.
 func (s *Store) Transactions(ctx context.Context, f xaalis.TxFilter, page xaalis.PageRequest) ([]*xaalis.Transaction, int, error) {
 	w, args := txListWhere(f)

@@ -140,6 +140,17 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 	if _, err := s.TransactionByProviderRef(ctx, xaalis.ModeLive, "channel_b", "ref-9"); !errors.Is(err, xaalis.ErrNotFound) {
 		t.Fatalf("provider ref in the other mode: %v", err)
 	}
+	if byRef, err := s.TransactionByReference(ctx, xaalis.ModeTest, "channel_b", x.Reference); err != nil || byRef.ID != x.ID {
+		t.Fatalf("by reference: %+v %v", byRef, err)
+	}
+	for _, c := range []struct {
+		mode          xaalis.Mode
+		provider, ref string
+	}{{xaalis.ModeLive, "channel_b", x.Reference}, {xaalis.ModeTest, "channel_a", x.Reference}, {xaalis.ModeTest, "channel_b", "TXN-NOPE"}} {
+		if _, err := s.TransactionByReference(ctx, c.mode, c.provider, c.ref); !errors.Is(err, xaalis.ErrNotFound) {
+			t.Fatalf("by reference %+v: %v", c, err)
+		}
+	}
 	cust, err := s.Customer(ctx, m.ID, got.CustomerID)
 	if err != nil || cust.Phone != "+221770000010" {
 		t.Fatalf("customer: %+v %v", cust, err)

@@ -84,8 +84,12 @@ type Notification struct {
 	Provider    string
 	Country     Country
 	ProviderRef string
-	State       ProviderState
-	Reason      string
+	// Reference is the payment's TXN- reference, when the provider
+	// echoes it: it names a payment whose initiation the provider took
+	// but whose answer never came back, so that it has no ProviderRef.
+	Reference string
+	State     ProviderState
+	Reason    string
 	// Dispute, when set, reports a dispute on the payment (issue 6).
 	Dispute *DisputeNotice
 }

@@ -1067,6 +1067,19 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 	// even when its context came from the request that caused it.
 	ctx = WithPendingClaim(ctx, nil)
 	t, err := a.Store.TransactionByProviderRef(ctx, mode, n.Provider, n.ProviderRef)
+	adopt := false
+	if errors.Is(err, ErrNotFound) && n.Reference != "" && n.Dispute == nil {
+		// A payment the provider took whose answer never came back (a
+		// timeout, a crash): still initiated, it has no ProviderRef yet,
+		// and the provider names it by the reference it was sent. Without
+		// this the payer's confirmation was refused, and the payment
+		// expired although paid.
+		if t, err = a.Store.TransactionByReference(ctx, mode, n.Provider, n.Reference); err == nil &&
+			(t.Type != TypePayment || t.ProviderRef != "") {
+			err = ErrNotFound
+		}
+		adopt = err == nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -1098,6 +1111,24 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 		cur, err := tx.TransactionForUpdate(ctx, t.ID)
 		if err != nil {
 			return err
+		}
+		if adopt {
+			if cur.ProviderRef != "" && cur.ProviderRef != n.ProviderRef {
+				return ErrNotFound
+			}
+			if cur.Status != StatusInitiated {
+				return nil // no longer open (expired): left alone
+			}
+			cur.ProviderRef, cur.FailureReason, cur.UpdatedAt = n.ProviderRef, "", a.now()
+			if _, _, final := outcome(n.State); !final {
+				// Pending at the provider, as an answer would have left it:
+				// reconciliation polls it from now.
+				cur.Status = StatusPending
+				if err := tx.UpdateTransaction(ctx, cur); err != nil {
+					return err
+				}
+				return a.postPayment(ctx, tx, cur, StatusInitiated, StatusPending)
+			}
 		}
 		switch cur.Type {
 		case TypePayout:

@@ -75,6 +75,9 @@ type Store interface {
 	LookupTransactions(ctx context.Context, merchantID, key string) ([]*Transaction, error)
 	// TransactionByProviderRef finds a transaction from a provider's id.
 	TransactionByProviderRef(ctx context.Context, mode Mode, provider, providerRef string) (*Transaction, error)
+	// TransactionByReference finds a transaction of a provider by its TXN-
+	// reference, in a mode.
+	TransactionByReference(ctx context.Context, mode Mode, provider, reference string) (*Transaction, error)
 	// Transactions lists one page, newest first, and the total.
 	Transactions(ctx context.Context, f TxFilter, page PageRequest) ([]*Transaction, int, error)
 	// DueTransactions returns up to limit open payments of any merchant:
