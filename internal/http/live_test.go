@@ -179,6 +179,29 @@ func TestLivePayments(t *testing.T) {
 			e.postNotification(t, "channel_b", secretB, ev, time.Now()).want(t, 404, xaalis.ENotFound)
 			e.ledgerOK(t)
 		})
+		t.Run("OKRefundFailover", func(t *testing.T) {
+			// A refund names the route that took it: the aggregator, when
+			// the payment's direct route is down.
+			r, p := e.pay(t, keys.SecretLive, "refund-fo-1", `"provider":"channel_a","payer":{"phone":"+221771234571"}`)
+			r.want(t, 201, "")
+			if p.Route == nil || p.Route.Name != "direct" {
+				t.Fatalf("payment route: %s", r.body)
+			}
+			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+				t.Fatal(err)
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-fo-1",
+				body: `{"transaction_id":"` + p.ID + `","amount":2000}`}).want(t, 201, "").data(t, &rf)
+			if rf.Route == nil || rf.Route.Name != "aggregator" || !strings.Contains(rf.Route.Reason, "failover") || rf.FailureReason != nil {
+				t.Fatalf("refund: %+v %+v", rf, rf.Route)
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("ErrGatewayUnavailable", func(t *testing.T) {
 			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Down: true}); err != nil {
 				t.Fatal(err)

@@ -298,6 +298,9 @@ func (a *App) applyPayoutIn(ctx context.Context, tx Tx, t *Transaction, res *Pay
 		t.UpdatedAt = a.now()
 		return a.save(ctx, tx, t)
 	case res != nil:
+		// An answer came: an earlier attempt's failure is no longer the
+		// last word.
+		t.FailureReason = ""
 		if res.ProviderRef != "" {
 			t.ProviderRef = res.ProviderRef
 		}

@@ -115,7 +115,7 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	r := &Transaction{
 		ID: a.NewID(), MerchantID: m.ID, Mode: p.Mode(), Type: TypeRefund, Reference: NewReference(), ParentID: pay.ID,
 		Status: StatusInitiated, Amount: amount, LimitAmount: 0, Country: pay.Country, Provider: pay.Provider,
-		Route: pay.Route, RouteReason: "the payment's route", PayerPhone: pay.PayerPhone, PayerName: pay.PayerName, CustomerID: pay.CustomerID,
+		PayerPhone: pay.PayerPhone, PayerName: pay.PayerName, CustomerID: pay.CustomerID,
 		Description: reason, IdempotencyKey: idemKey, Metadata: refundMetadata(pay),
 		ExpiresAt: now.Add(30 * 24 * time.Hour), CreatedAt: now, UpdatedAt: now,
 	}
@@ -310,9 +310,15 @@ func (a *App) applyRefundIn(ctx context.Context, tx Tx, r *Transaction, res *Pay
 			return err
 		}
 	case res != nil:
-		state, reason = res.State, res.Reason
+		// The route that took it (the payment's, or another after a
+		// failover); until then none did (route: null). An answer came:
+		// an earlier attempt's failure is no longer the last word.
+		state, reason, r.FailureReason = res.State, res.Reason, ""
 		if res.ProviderRef != "" {
 			r.ProviderRef = res.ProviderRef
+		}
+		if res.Route != "" {
+			r.Route, r.RouteReason = res.Route, res.RouteReason
 		}
 	}
 	return a.settleRefund(ctx, tx, r, state, reason)
