@@ -33,10 +33,22 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, err)
 		return
 	}
-	cursor, skipped, err := s.App.StreamStart(r.Context(), p, strings.TrimSpace(r.Header.Get("Last-Event-ID")))
+	lastID := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	cursor, skipped, err := s.App.StreamStart(r.Context(), p, lastID)
 	if err != nil {
 		Error(w, r, err)
 		return
+	}
+	// A message with only an id: where the client resumes from (an
+	// EventSource keeps it as its lastEventId, and no event fires). Sent
+	// at the start of a new stream, and after events the filter passed
+	// over, so that a stream dropped before its next event misses nothing.
+	resumeAt := lastID
+	if lastID == "" {
+		if resumeAt, err = s.App.StreamAnchor(r.Context(), p, cursor); err != nil {
+			Error(w, r, err)
+			return
+		}
 	}
 	skip := map[string]bool{}
 	for _, id := range skipped {
@@ -78,6 +90,9 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	// retry: how long EventSource clients wait before reconnecting.
 	buf.WriteString("retry: 2000\n: connected\n\n")
+	if resumeAt != "" && resumeAt != lastID {
+		writeResumeID(&buf, resumeAt)
+	}
 	if !flush() {
 		return
 	}
@@ -103,17 +118,27 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		passed := ""
 		for _, se := range list {
 			cursor = se.Cursor
 			if skip[se.Event.ID] || !types.Match(se.Event.Type) {
+				passed = se.Event.ID
 				continue
 			}
 			body, err := webhook.Payload(xaalis.Format20260601, se.Event)
 			if err != nil {
 				logger(ctx).Error("event stream: render event", "event", se.Event.ID, "error", err)
+				passed = se.Event.ID
 				continue
 			}
 			writeSSE(&buf, se.Event.ID, se.Event.Type, body)
+			passed = ""
+			if !flush() {
+				return
+			}
+		}
+		if passed != "" {
+			writeResumeID(&buf, passed)
 			if !flush() {
 				return
 			}
@@ -130,6 +155,14 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request) {
 		}
 		poll.Reset(min(next, cfg.StreamKeepAlive-time.Since(lastWrite)))
 	}
+}
+
+// writeResumeID appends a message of an id alone: the place to resume
+// from, with no event.
+func writeResumeID(b *bytes.Buffer, id string) {
+	b.WriteString("id: ")
+	b.WriteString(id)
+	b.WriteString("\n\n")
 }
 
 // writeSSE appends one Server-Sent Events message. data is one line of

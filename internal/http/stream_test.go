@@ -29,6 +29,10 @@ type sseMessage struct {
 	comment         string
 }
 
+// isEvent reports whether m is an event: not a comment, nor a message of
+// an id alone (where to resume from).
+func (m sseMessage) isEvent() bool { return m.comment == "" && (m.event != "" || m.data != "") }
+
 // sseStream reads a stream's messages into a channel; it closes it at the
 // end of the stream. Only complete messages (ended by a blank line) are
 // sent, as EventSource does.
@@ -102,7 +106,7 @@ func (s *sseStream) next(t *testing.T, d time.Duration) sseMessage {
 			if !ok {
 				t.Fatal("stream ended")
 			}
-			if m.comment == "" {
+			if m.isEvent() {
 				return m
 			}
 		case <-timeout:
@@ -118,7 +122,7 @@ func (s *sseStream) quiet(t *testing.T, d time.Duration) {
 	for {
 		select {
 		case m, ok := <-s.msgs:
-			if ok && m.comment == "" {
+			if ok && m.isEvent() {
 				t.Fatalf("unexpected event %s %s", m.event, m.id)
 			}
 			if !ok {
@@ -202,7 +206,7 @@ func TestEventStream(t *testing.T) {
 				if m.comment == "keep-alive" {
 					break wait
 				}
-				if m.comment == "" {
+				if m.isEvent() {
 					t.Fatalf("unexpected event %+v", m)
 				}
 			case <-deadline:
@@ -241,6 +245,82 @@ func TestEventStream(t *testing.T) {
 			want(t, 422, xaalis.EValidation)
 		if !strings.Contains(strings.Join(r.err.Errors["Last-Event-ID"], " "), "24 hours") {
 			t.Fatalf("errors %v", r.err.Errors)
+		}
+	})
+}
+
+// TestEventStreamResumePoints: a new stream says where it can be resumed
+// from (the account's newest event, in a message of an id alone), and so
+// does a stream after the events its filter passed over: a client that
+// loses the stream before its next event resumes there and misses
+// nothing.
+func TestEventStreamResumePoints(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := streamEnv(t, b)
+		_, keys := e.merchant()
+		key := keys.SecretTest
+		// A stream of an account with no event yet: nothing to resume after.
+		s0 := e.openStream(t, key, "", "")
+		if m := <-s0.msgs; m.comment != "connected" {
+			t.Fatalf("first message %+v", m)
+		}
+		s0.quiet(t, 100*time.Millisecond)
+		s0.res.Body.Close()
+
+		_, p1 := e.pay(t, key, "rp-1", successBody(""))
+		last := e.events(t, p1.ID)
+		if len(last) != 1 {
+			t.Fatalf("events %v", last)
+		}
+		var evs []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/events?per_page=1", key: key}).want(t, 200, "").data(t, &evs)
+		// On PostgreSQL an event is before the head once every transaction
+		// that began before it has ended (other tests' too): a stream opened
+		// meanwhile names an older point, or none. Within moments, this one.
+		var s *sseStream
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			s = e.openStream(t, key, "?types=payout.*", "")
+			if m := <-s.msgs; m.comment != "connected" {
+				t.Fatalf("first message %+v", m)
+			}
+			m := <-s.msgs
+			if !m.isEvent() && m.id == evs[0].ID {
+				break
+			}
+			if m.isEvent() || time.Now().After(deadline) {
+				t.Fatalf("resume point %+v, want the newest event %s", m, evs[0].ID)
+			}
+			s.res.Body.Close()
+		}
+		// An event the filter passes over moves the resume point.
+		_, p2 := e.pay(t, key, "rp-2", successBody(""))
+		e.do(call{method: "GET", path: "/v1/events?per_page=1", key: key}).want(t, 200, "").data(t, &evs)
+		deadline := time.After(5 * time.Second)
+		for got := false; !got; {
+			select {
+			case m, ok := <-s.msgs:
+				if !ok {
+					t.Fatal("stream ended")
+				}
+				if m.isEvent() {
+					t.Fatalf("an event the filter refuses: %+v", m)
+				}
+				got = m.id == evs[0].ID
+			case <-deadline:
+				t.Fatalf("no resume point after %s's event", p2.ID)
+			}
+		}
+		// Dropped there: what commits meanwhile comes on resuming.
+		s.res.Body.Close()
+		e.fund(t, key, 1, 50000)
+		r := e.do(call{method: "POST", path: "/v1/payouts", key: key, idem: "rp-po", body: payoutBody("rp-po", 1000, "channel_a", "+221771112233")}).want(t, 201, "")
+		var po txRecord
+		r.data(t, &po)
+		s2 := e.openStream(t, key, "?types=payout.*", evs[0].ID)
+		ev := checkMessage(t, s2.next(t, 5*time.Second), "payout.success")
+		var rec struct{ ID string }
+		if json.Unmarshal(ev.Data, &rec); rec.ID != po.ID {
+			t.Fatalf("resumed with %s, want the payout %s", rec.ID, po.ID)
 		}
 	})
 }

@@ -88,6 +88,14 @@ func (s *Store) StreamCursorOf(ctx context.Context, merchantID, eventID string) 
 	return se.Event, se.Cursor, nil
 }
 
+// StreamLastBefore returns the merchant's newest event in a mode placed at
+// or before the cursor.
+func (s *Store) StreamLastBefore(ctx context.Context, merchantID string, mode xaalis.Mode, c xaalis.StreamCursor) (*xaalis.Event, error) {
+	return scanEvent("stream last before", s.pool.QueryRow(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE merchant_id = $1 AND mode = $2 AND (stream_xid, stream_pos) <= ($3::text::xid8, $4)
+		ORDER BY stream_xid DESC, stream_pos DESC LIMIT 1`, merchantID, mode, strconv.FormatUint(c.Tx, 10), c.Pos))
+}
+
 // StreamEvents returns up to limit of the merchant's events in a mode after
 // the cursor, in stream order, from transactions that have all ended.
 func (s *Store) StreamEvents(ctx context.Context, merchantID string, mode xaalis.Mode, after xaalis.StreamCursor, limit int) ([]xaalis.StreamedEvent, error) {

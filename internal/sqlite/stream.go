@@ -37,6 +37,13 @@ func (s *Store) StreamCursorOf(ctx context.Context, merchantID, eventID string) 
 	return e, xaalis.StreamCursor{Pos: pos}, nil
 }
 
+// StreamLastBefore returns the merchant's newest event in a mode numbered
+// at or before the cursor.
+func (s *Store) StreamLastBefore(ctx context.Context, merchantID string, mode xaalis.Mode, c xaalis.StreamCursor) (*xaalis.Event, error) {
+	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE merchant_id = ? AND mode = ? AND stream_pos <= ? ORDER BY stream_pos DESC LIMIT 1`, merchantID, mode, c.Pos).Scan)
+}
+
 // StreamEvents returns up to limit of the merchant's events in a mode
 // numbered after the cursor, in order.
 func (s *Store) StreamEvents(ctx context.Context, merchantID string, mode xaalis.Mode, after xaalis.StreamCursor, limit int) ([]xaalis.StreamedEvent, error) {

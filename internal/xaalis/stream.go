@@ -3,6 +3,7 @@ package xaalis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -92,6 +93,24 @@ func (a *App) StreamStart(ctx context.Context, p *Principal, lastEventID string)
 			"is older than 24 hours, too old to resume after; reconnect without it and catch up with GET /v1/events"}}}
 	}
 	return c, nil, nil
+}
+
+// StreamAnchor is the event a new stream (one started without
+// Last-Event-ID at head) can be resumed after: the key's newest event
+// placed before head, from the last StreamResumeWindow; "" when there is
+// none. A client that loses the stream before any event reaches it
+// resumes there, and misses nothing committed meanwhile.
+func (a *App) StreamAnchor(ctx context.Context, p *Principal, head StreamCursor) (string, error) {
+	e, err := a.Store.StreamLastBefore(ctx, p.Merchant.ID, p.Mode(), head)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("stream anchor: %w", err)
+	case a.now().Sub(e.CreatedAt) > StreamResumeWindow:
+		return "", nil
+	}
+	return e.ID, nil
 }
 
 // StreamEvents returns up to limit of the key's events after a cursor, in

@@ -223,6 +223,9 @@ type WebhookStore interface {
 	// StreamCursorOf returns one of the merchant's events and its place in
 	// the stream; not_found.
 	StreamCursorOf(ctx context.Context, merchantID, eventID string) (*Event, StreamCursor, error)
+	// StreamLastBefore returns the newest of the merchant's events in a
+	// mode placed at or before a cursor (ErrNotFound when none is).
+	StreamLastBefore(ctx context.Context, merchantID string, mode Mode, c StreamCursor) (*Event, error)
 	// StreamEvents returns up to limit of the merchant's events in a mode
 	// after a cursor, in stream order. An event that commits later never
 	// has a place before the last one returned.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -492,5 +493,38 @@ func TestPrecheck(t *testing.T) {
 				t.Fatalf("zero amount: %v", err)
 			}
 		})
+	}
+}
+
+// TestListenResumesFromIDOnly: a message of an id alone (the server's
+// resume point, sent before any event) is where Listen resumes from when
+// the stream drops, although no event came.
+func TestListenResumesFromIDOnly(t *testing.T) {
+	var conns atomic.Int32
+	resumed := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if conns.Add(1) == 1 {
+			// Connected, a resume point, then dropped.
+			fmt.Fprint(w, "retry: 2000\n: connected\n\nid: ev-anchor\n\n")
+			return
+		}
+		resumed <- r.Header.Get("Last-Event-ID")
+		fmt.Fprint(w, ": connected\n\nid: ev-2\nevent: payment.success\ndata: {}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	c := client.New("sk_test_x", client.WithBaseURL(srv.URL), client.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ev, err := range c.Listen(ctx, nil) {
+		if err != nil || ev.ID != "ev-2" || ev.Type != "payment.success" {
+			t.Fatalf("event %+v, %v", ev, err)
+		}
+		break
+	}
+	if got := <-resumed; got != "ev-anchor" {
+		t.Fatalf("reconnected with Last-Event-ID %q, want ev-anchor", got)
 	}
 }

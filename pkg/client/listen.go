@@ -50,7 +50,8 @@ type ListenParams struct {
 
 // Listen consumes GET /v1/events/stream: it yields each new event of the
 // key's account and mode, in the order they committed. When the stream
-// drops it reconnects (with jittered backoff) with Last-Event-ID, so no
+// drops it reconnects (with jittered backoff) with Last-Event-ID (the
+// last event yielded, or the stream's resume point past it), so no
 // event is missed or yielded twice. It ends when ctx is done (without an
 // error) or on an error it cannot retry (a *Error: a bad key, a type
 // filter the server refuses, a LastEventID it cannot resume after), which
@@ -68,7 +69,7 @@ func (c *Client) Listen(ctx context.Context, p *ListenParams) iter.Seq2[*StreamE
 			got, err := c.listenOnce(ctx, &hc, p, last, func(e *StreamEvent) bool {
 				last = e.ID
 				return yield(e, nil)
-			})
+			}, func(id string) { last = id })
 			if ctx.Err() != nil || errors.Is(err, errStop) {
 				return
 			}
@@ -98,8 +99,10 @@ func (c *Client) Listen(ctx context.Context, p *ListenParams) iter.Seq2[*StreamE
 var errStop = errors.New("stopped by the caller")
 
 // listenOnce opens the stream once and reads it until it ends. It reports
-// whether it got an event.
-func (c *Client) listenOnce(ctx context.Context, hc *http.Client, p *ListenParams, last string, yield func(*StreamEvent) bool) (bool, error) {
+// whether it got an event. A message of an id alone (no event, no data)
+// is where to resume from, given to resumeAt: the server sends one when
+// the stream opens and after events the filter passed over.
+func (c *Client) listenOnce(ctx context.Context, hc *http.Client, p *ListenParams, last string, yield func(*StreamEvent) bool, resumeAt func(string)) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	u := c.base + "/v1/events/stream"
@@ -154,7 +157,9 @@ func (c *Client) listenOnce(ctx context.Context, hc *http.Client, p *ListenParam
 		case line == "":
 			// A complete message; a message cut by a dropped connection is
 			// never yielded.
-			if ev.ID != "" {
+			if ev.ID != "" && ev.Type == "" && len(data) == 0 {
+				resumeAt(ev.ID)
+			} else if ev.ID != "" {
 				ev.Data = []byte(strings.Join(data, "\n"))
 				e := ev
 				got = true
