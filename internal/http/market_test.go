@@ -610,8 +610,10 @@ func TestSubscriptions(t *testing.T) {
 			if len(list) != 1 {
 				t.Fatalf("expired list %d", len(list))
 			}
+			// Every failed attempt is told, the last one too, before the end.
 			evs := strings.Join(e.events(t, s.ID), ",")
-			if !strings.Contains(evs, "subscription.payment_failed") || !strings.Contains(evs, "subscription.expired") {
+			if strings.Count(evs, "subscription.payment_failed") != xaalis.DefaultSubscriptionMaxAttempts ||
+				!strings.HasSuffix(evs, "subscription.payment_failed,subscription.expired") {
 				t.Fatalf("events %s", evs)
 			}
 		})

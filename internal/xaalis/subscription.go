@@ -259,7 +259,7 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 		if perr != nil {
 			// The payment could not even be asked: count it as a failed
 			// attempt, retried later.
-			return a.subscriptionPaymentFailed(ctx, tx, cur)
+			return a.subscriptionPaymentFailed(ctx, tx, cur, nil)
 		}
 		cur.LatestPaymentID = pay.ID
 		if err := tx.UpdateSubscription(ctx, cur); err != nil {
@@ -303,25 +303,32 @@ func (a *App) subscriptionOutcome(ctx context.Context, tx Tx, s *Subscription, t
 		}
 		return a.subscriptionEvent(ctx, tx, s, EventSubscriptionPaymentSucceeded, t)
 	case StatusFailed, StatusCancelled, StatusExpired:
-		return a.subscriptionPaymentFailed(ctx, tx, s)
+		return a.subscriptionPaymentFailed(ctx, tx, s, t)
 	}
 	return nil
 }
 
-func (a *App) subscriptionPaymentFailed(ctx context.Context, tx Tx, s *Subscription) error {
+// subscriptionPaymentFailed counts a failed attempt of the period's
+// payment t (nil: it could not even be asked): subscription.payment_failed,
+// every time, then either a retry later or, at the last attempt,
+// subscription.expired.
+func (a *App) subscriptionPaymentFailed(ctx context.Context, tx Tx, s *Subscription, t *Transaction) error {
 	s.FailedAttempts++
-	if s.FailedAttempts >= a.Config.SubscriptionAttempts() {
-		s.Status = SubscriptionExpired
-		if err := tx.UpdateSubscription(ctx, s); err != nil {
-			return err
-		}
-		return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
-	}
 	s.NextActionAt = a.now().Add(a.Config.SubscriptionRetryDelay())
 	if err := tx.UpdateSubscription(ctx, s); err != nil {
 		return err
 	}
-	return a.subscriptionEvent(ctx, tx, s, EventSubscriptionPaymentFailed, nil)
+	if err := a.subscriptionEvent(ctx, tx, s, EventSubscriptionPaymentFailed, t); err != nil {
+		return err
+	}
+	if s.FailedAttempts < a.Config.SubscriptionAttempts() {
+		return nil
+	}
+	s.Status = SubscriptionExpired
+	if err := tx.UpdateSubscription(ctx, s); err != nil {
+		return err
+	}
+	return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
 }
 
 // RenewDue moves due subscriptions on: a period that ended starts the next
