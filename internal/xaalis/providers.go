@@ -27,7 +27,8 @@ type ProviderInfo struct {
 
 // ProvidersFor lists the enabled providers for the principal's mode,
 // optionally only those serving a country, with capabilities, health and
-// whether the merchant's whitelist allows each.
+// whether the merchant's whitelist allows each. A provider serves the
+// countries it is configured for, not disabled, and priced (a fee grid).
 func (a *App) ProvidersFor(p *Principal, country Country) []ProviderInfo {
 	names := make([]string, 0, len(a.Config.Providers))
 	for n := range a.Config.Providers {
@@ -42,7 +43,9 @@ func (a *App) ProvidersFor(p *Principal, country Country) []ProviderInfo {
 		}
 		var countries []Country
 		for _, c := range spec.Countries {
-			if !slices.Contains(spec.DisabledCountries, c) && (country == "" || c == country) {
+			// Without a fee grid there, nothing can be paid or paid out
+			// (fees_unavailable): the provider is not open in that country.
+			if _, priced := a.Config.FeeGrid(n, c); priced && !slices.Contains(spec.DisabledCountries, c) && (country == "" || c == country) {
 				countries = append(countries, c)
 			}
 		}
