@@ -558,6 +558,20 @@ func TestServeConfig(t *testing.T) {
 			sk, _ := s.demoKeys(t)
 			s.works(t, sk)
 		})
+		t.Run("OKMalformedEnvOverriddenByFlag", func(t *testing.T) {
+			// Flags win over the environment: a malformed value they
+			// override is not read.
+			env := envOf("XAALIS_TEST_MODE", "maybe", "XAALIS_AUTH_FAILURE_LIMIT", "abc", "XAALIS_HEARTBEAT", "soon")
+			s := serve(t, env, serveArgs(pgOrFresh(t, db), "--test-mode=true", "--auth-failure-limit", "5", "--heartbeat", "5s")...)
+			sk, _ := s.demoKeys(t)
+			s.works(t, sk)
+			// Not overridden: refused, naming it (exit status 2).
+			_, _, err := cli(t, env, append([]string{"serve"}, serveArgs(pgOrFresh(t, db), "--test-mode=true", "--heartbeat", "5s")...)...)
+			var ue usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "XAALIS_AUTH_FAILURE_LIMIT") {
+				t.Fatalf("a malformed XAALIS_AUTH_FAILURE_LIMIT: %v", err)
+			}
+		})
 		t.Run("OKAddrFromEnv", func(t *testing.T) {
 			s := serve(t, envOf("XAALIS_ADDR", "127.0.0.1:0", "XAALIS_ADMIN_ADDR", "127.0.0.1:0", "XAALIS_DATABASE_URL", pgOrFresh(t, db)))
 			// The defaults (:8080, 127.0.0.1:8081) would not print port 0's

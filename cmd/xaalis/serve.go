@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,40 +20,20 @@ import (
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	def := xhttp.DefaultConfig()
+	env := envDefaults{getenv: getenv}
 	addr := fs.String("addr", envOr(getenv, "XAALIS_ADDR", ":8080"), "API listen address (env XAALIS_ADDR)")
 	adminAddr := fs.String("admin-addr", envOr(getenv, "XAALIS_ADMIN_ADDR", "127.0.0.1:8081"), "operator listen address: health and metrics (env XAALIS_ADMIN_ADDR)")
 	db := databaseFlag(fs, getenv)
-	testModeDef, err := boolEnv(getenv, "XAALIS_TEST_MODE", true)
-	if err != nil {
-		return err
-	}
+	testModeDef := env.Bool("test-mode", "XAALIS_TEST_MODE", true)
 	testMode := fs.Bool("test-mode", testModeDef, "accept test keys; false makes a live-only installation (env XAALIS_TEST_MODE)")
 	tlsCert := fs.String("tls-cert", getenv("XAALIS_TLS_CERT"), "TLS certificate file: serve HTTPS, TLS 1.2 at least (env XAALIS_TLS_CERT)")
 	tlsKey := fs.String("tls-key", getenv("XAALIS_TLS_KEY"), "TLS key file (env XAALIS_TLS_KEY)")
-	rateLimitDef, err := envFloat(getenv, "XAALIS_RATE_LIMIT", def.RateLimit)
-	if err != nil {
-		return err
-	}
-	rateBurstDef, err := envInt(getenv, "XAALIS_RATE_BURST", def.RateBurst)
-	if err != nil {
-		return err
-	}
-	quotaDef, err := envInt(getenv, "XAALIS_IDEMPOTENCY_QUOTA", def.IdempotencyQuota)
-	if err != nil {
-		return err
-	}
-	pkQuotaDef, err := envInt(getenv, "XAALIS_IDEMPOTENCY_QUOTA_PUBLISHABLE", def.IdempotencyQuotaPublishable)
-	if err != nil {
-		return err
-	}
-	pageRateDef, err := envFloat(getenv, "XAALIS_PAGE_RATE_LIMIT", def.PageRateLimit)
-	if err != nil {
-		return err
-	}
-	notifyRateDef, err := envFloat(getenv, "XAALIS_NOTIFY_RATE_LIMIT", def.NotifyRateLimit)
-	if err != nil {
-		return err
-	}
+	rateLimitDef := env.Float("rate-limit", "XAALIS_RATE_LIMIT", def.RateLimit)
+	rateBurstDef := env.Int("rate-burst", "XAALIS_RATE_BURST", def.RateBurst)
+	quotaDef := env.Int("idempotency-quota", "XAALIS_IDEMPOTENCY_QUOTA", def.IdempotencyQuota)
+	pkQuotaDef := env.Int("idempotency-quota-publishable", "XAALIS_IDEMPOTENCY_QUOTA_PUBLISHABLE", def.IdempotencyQuotaPublishable)
+	pageRateDef := env.Float("page-rate-limit", "XAALIS_PAGE_RATE_LIMIT", def.PageRateLimit)
+	notifyRateDef := env.Float("notify-rate-limit", "XAALIS_NOTIFY_RATE_LIMIT", def.NotifyRateLimit)
 	pkQuota := fs.Int("idempotency-quota-publishable", pkQuotaDef, "new Idempotency-Keys of publishable keys per merchant and mode an hour, apart from secret keys'; 0: no quota (env XAALIS_IDEMPOTENCY_QUOTA_PUBLISHABLE)")
 	pageRate := fs.Float64("page-rate-limit", pageRateDef, "requests a second per client address to the hosted payment page; 0: no limit (env XAALIS_PAGE_RATE_LIMIT)")
 	notifyRate := fs.Float64("notify-rate-limit", notifyRateDef, "provider notifications a second per client address; 0: no limit (env XAALIS_NOTIFY_RATE_LIMIT)")
@@ -63,54 +44,33 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	configPath := fs.String("config", getenv("XAALIS_CONFIG"), "business configuration file (JSON); empty: the embedded defaults (env XAALIS_CONFIG)")
 	publicURL := fs.String("public-url", getenv("XAALIS_PUBLIC_URL"), "public base URL of the API, for payment URLs and provider notifications (env XAALIS_PUBLIC_URL; default http://localhost:PORT)")
 	jobEvery := fs.Duration("jobs-interval", 5*time.Second, "how often expiry and reconciliation run")
-	heartbeatDef, err := envDuration(getenv, "XAALIS_HEARTBEAT", xaalis.DefaultHeartbeat)
-	if err != nil {
-		return err
-	}
+	heartbeatDef := env.Duration("heartbeat", "XAALIS_HEARTBEAT", xaalis.DefaultHeartbeat)
 	heartbeat := fs.Duration("heartbeat", heartbeatDef, "how often this instance records that it lives; its Idempotency-Keys are taken over once it is silent for three intervals (env XAALIS_HEARTBEAT)")
-	insecureDef, err := boolEnv(getenv, "XAALIS_INSECURE_WEBHOOKS", false)
-	if err != nil {
-		return err
-	}
+	insecureDef := env.Bool("insecure-webhooks", "XAALIS_INSECURE_WEBHOOKS", false)
 	insecureHooks := fs.Bool("insecure-webhooks", insecureDef, "DEVELOPMENT ONLY: allow http and loopback webhook URLs (env XAALIS_INSECURE_WEBHOOKS)")
 	hookTimeout := fs.Duration("webhook-timeout", 15*time.Second, "how long a webhook receiver may take to answer")
-	authLimitDef, err := envInt(getenv, "XAALIS_AUTH_FAILURE_LIMIT", def.AuthFailureLimit)
-	if err != nil {
-		return err
-	}
-	authWindowDef, err := envDuration(getenv, "XAALIS_AUTH_FAILURE_WINDOW", def.AuthFailureWindow)
-	if err != nil {
-		return err
-	}
+	authLimitDef := env.Int("auth-failure-limit", "XAALIS_AUTH_FAILURE_LIMIT", def.AuthFailureLimit)
+	authWindowDef := env.Duration("auth-failure-window", "XAALIS_AUTH_FAILURE_WINDOW", def.AuthFailureWindow)
 	authLimit := fs.Int("auth-failure-limit", authLimitDef, "invalid API keys one client address may send per --auth-failure-window before 429; 0: no limit (env XAALIS_AUTH_FAILURE_LIMIT)")
 	authWindow := fs.Duration("auth-failure-window", authWindowDef, "window of --auth-failure-limit, at most 24h (env XAALIS_AUTH_FAILURE_WINDOW)")
 	secretKeyFile := secretKeyFlag(fs, getenv)
 	trustedProxies := fs.String("trusted-proxies", getenv("XAALIS_TRUSTED_PROXIES"), "comma-separated CIDRs of the reverse proxies whose X-Forwarded-For or Forwarded names the client; empty: the client is the TCP peer (env XAALIS_TRUSTED_PROXIES)")
-	ledgerEveryDef, err := envDuration(getenv, "XAALIS_LEDGER_CHECK_INTERVAL", time.Hour)
-	if err != nil {
-		return err
-	}
+	ledgerEveryDef := env.Duration("ledger-check-interval", "XAALIS_LEDGER_CHECK_INTERVAL", time.Hour)
 	ledgerEvery := fs.Duration("ledger-check-interval", ledgerEveryDef, "how often the ledger check runs (shared by every process on the database; 0: never) (env XAALIS_LEDGER_CHECK_INTERVAL)")
-	secureCookiesDef, err := boolEnv(getenv, "XAALIS_CONSOLE_SECURE_COOKIES", false)
-	if err != nil {
-		return err
-	}
+	secureCookiesDef := env.Bool("console-secure-cookies", "XAALIS_CONSOLE_SECURE_COOKIES", false)
 	secureCookies := fs.Bool("console-secure-cookies", secureCookiesDef, "mark the operator console's cookies Secure on plain HTTP: a TLS proxy fronts the admin listener (env XAALIS_CONSOLE_SECURE_COOKIES)")
-	pprofDef, err := boolEnv(getenv, "XAALIS_PPROF", false)
-	if err != nil {
-		return err
-	}
+	pprofDef := env.Bool("pprof", "XAALIS_PPROF", false)
 	pprofOn := fs.Bool("pprof", pprofDef, "serve the Go runtime's profiles at /debug/pprof/ on the admin listener, without a token: only where that listener is private (env XAALIS_PPROF)")
-	retryScaleDef, err := envFloat(getenv, "XAALIS_WEBHOOK_RETRY_SCALE", 1)
-	if err != nil {
-		return err
-	}
+	retryScaleDef := env.Float("webhook-retry-scale", "XAALIS_WEBHOOK_RETRY_SCALE", 1)
 	retryScale := fs.Float64("webhook-retry-scale", retryScaleDef, "TESTING ONLY: multiply the webhook retry schedule's waits (1: 1 min, 5 min, 30 min, ...; 0.001: 60 ms, 300 ms, ...) (env XAALIS_WEBHOOK_RETRY_SCALE)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if err := env.check(fs); err != nil {
+		return err
 	}
 	if *ledgerEvery < 0 {
 		return usagef("serve: --ledger-check-interval must be at least 0")
@@ -441,6 +401,60 @@ func runJobs(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.
 // processID tells this operating-system process from an earlier one
 // that had its PID.
 var processID = xaalis.RandomString(16, "0123456789abcdefghijklmnopqrstuvwxyz")
+
+// envDefaults reads flags' defaults from the environment. A malformed
+// value is a usage error rather than a silent default, but only when its
+// flag does not override it: flags win over the environment.
+type envDefaults struct {
+	getenv func(string) string
+	errs   []flagEnvError
+}
+
+type flagEnvError struct {
+	flag string
+	err  error
+}
+
+func (e *envDefaults) note(flag string, err error) {
+	if err != nil {
+		e.errs = append(e.errs, flagEnvError{flag, err})
+	}
+}
+
+func (e *envDefaults) Bool(flag, name string, def bool) bool {
+	v, err := boolEnv(e.getenv, name, def)
+	e.note(flag, err)
+	return v
+}
+
+func (e *envDefaults) Int(flag, name string, def int) int {
+	v, err := envInt(e.getenv, name, def)
+	e.note(flag, err)
+	return v
+}
+
+func (e *envDefaults) Float(flag, name string, def float64) float64 {
+	v, err := envFloat(e.getenv, name, def)
+	e.note(flag, err)
+	return v
+}
+
+func (e *envDefaults) Duration(flag, name string, def time.Duration) time.Duration {
+	v, err := envDuration(e.getenv, name, def)
+	e.note(flag, err)
+	return v
+}
+
+// check returns the first malformed value whose flag fs was not given.
+func (e *envDefaults) check(fs *flag.FlagSet) error {
+	set := setFlags(fs)
+	for _, fe := range e.errs {
+		if !set[fe.flag] {
+			return fe.err
+		}
+	}
+	return nil
+}
 
 // envInt reads an integer environment variable; unset is def, malformed
 // is a usage error rather than a silent default.
