@@ -75,6 +75,10 @@ type Options struct {
 	// listener does (behind trusted proxies, the one they forwarded), for
 	// the sign-in throttle, the logs and the audit log; nil: the peer.
 	ClientIP func(*http.Request) string
+	// SignedIn, when set, is told the operator token of each request with
+	// a session: the listener's access log names it, as it does for the
+	// operator API's requests.
+	SignedIn func(r *http.Request, tokenID string)
 }
 
 // Console serves the operator console over an App.
@@ -90,20 +94,24 @@ func New(app *xaalis.App, logger *slog.Logger, opts Options) *Console {
 }
 
 // Register mounts the console's routes on mux and returns their patterns
-// (docs/security.md lists them).
-func (c *Console) Register(mux *http.ServeMux) []string {
-	var patterns []string
+// (docs/security.md lists them): those behind a session, and open, those
+// a browser needs before signing in.
+func (c *Console) Register(mux *http.ServeMux) (session, open []string) {
 	handle := func(pattern string, h http.HandlerFunc) {
 		mux.HandleFunc(pattern, h)
-		patterns = append(patterns, pattern)
+		session = append(session, pattern)
 	}
-	handle("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	handleOpen := func(pattern string, h http.HandlerFunc) {
+		mux.HandleFunc(pattern, h)
+		open = append(open, pattern)
+	}
+	handleOpen("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 	})
-	handle("GET /console/assets/{name}", c.asset)
-	handle("GET /console/login", c.loginPage)
-	handle("POST /console/login", c.login)
-	handle("GET /console/lang", c.switchLang)
+	handleOpen("GET /console/assets/{name}", c.asset)
+	handleOpen("GET /console/login", c.loginPage)
+	handleOpen("POST /console/login", c.login)
+	handleOpen("GET /console/lang", c.switchLang)
 	handle("POST /console/logout", c.action(c.logout))
 	handle("GET /console/{$}", c.page(c.overview))
 	handle("POST /console/ledger-check", c.action(c.ledgerCheck))
@@ -126,7 +134,7 @@ func (c *Console) Register(mux *http.ServeMux) []string {
 	handle("POST /console/transactions/{id}/mark-refunded", c.action(c.markRefunded))
 	handle("POST /console/events/{id}/redeliver", c.action(c.redeliver))
 	handle("GET /console/audit", c.page(c.audit))
-	return patterns
+	return session, open
 }
 
 //go:embed templates/*.html
@@ -256,6 +264,9 @@ func (c *Console) authenticate(w http.ResponseWriter, r *http.Request) (*session
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c.Opts.SignedIn != nil {
+		c.Opts.SignedIn(r, t.ID)
 	}
 	ctx := xaalis.WithActor(r.Context(), xaalis.Actor{Name: t.Name, TokenID: t.ID, RequestID: w.Header().Get("X-Request-Id"),
 		ClientIP: c.clientIP(r)})

@@ -118,7 +118,11 @@ func (a *Admin) routes() {
 	a.handle("GET /admin/v1/audit-log", a.handleAuditLog)
 	// The operator console: pages behind a session cookie, on the same
 	// App commands as the routes above (internal/console lists them).
-	for _, p := range a.Console.Register(a.mux) {
+	session, open := a.Console.Register(a.mux)
+	for _, p := range open {
+		a.registry = append(a.registry, Route{Pattern: p, Access: "none (the console's sign-in, its assets and language)"})
+	}
+	for _, p := range session {
 		a.registry = append(a.registry, Route{Pattern: p, Access: "operator console session (signed in with an operator token)"})
 	}
 }
