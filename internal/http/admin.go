@@ -42,6 +42,13 @@ func NewAdmin(app *xaalis.App, logger *slog.Logger, api *Server, metrics http.Ha
 	if o.Console.ClientIP == nil {
 		o.Console.ClientIP = func(r *http.Request) string { return clientIP(r).String() }
 	}
+	if o.Console.SignedIn == nil {
+		o.Console.SignedIn = func(r *http.Request, tokenID string) {
+			if acc, ok := r.Context().Value(ctxAccess).(*access); ok {
+				acc.operatorTokenID = tokenID
+			}
+		}
+	}
 	a := &Admin{App: app, Logger: logger, API: api, Metrics: metrics, mux: http.NewServeMux(),
 		Console: console.New(app, logger, o.Console), pprof: o.Pprof}
 	a.routes()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -695,4 +696,32 @@ func TestOperatorTokens(t *testing.T) {
 			t.Fatalf("revocation not audited: %+v", entries[0])
 		}
 	})
+}
+
+// TestConsoleAccessLog: the access log line of a console page names the
+// operator token of its session, as an operator API request's does.
+func TestConsoleAccessLog(t *testing.T) {
+	e := newEnv(t, backends[0].open(t))
+	log := slog.New(slog.NewJSONHandler(e.logs, nil))
+	admin := httptest.NewServer(xhttp.NewAdmin(e.app, log, xhttp.NewServer(e.app, log, xhttp.DefaultConfig(), api.OpenAPI, nil), nil))
+	t.Cleanup(admin.Close)
+	ctx := context.Background()
+	tok, secret, err := e.app.CreateOperatorToken(ctx, "console", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, cookie, err := e.app.SignIn(ctx, secret, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := mustRequest(t, "GET", admin.URL+"/console/", "")
+	req.AddCookie(&http.Cookie{Name: "xaalis_console", Value: cookie})
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(e.logs.String(), `"operator_token_id":"`+tok.ID+`"`) {
+		t.Fatalf("the console's access log line does not name its session's token (%d)", res.StatusCode)
+	}
 }
