@@ -249,7 +249,7 @@ func (t *trigger) fund(ctx context.Context, need int64) error {
 	}
 	// Fees are a few percent: pay in a tenth more than missing.
 	missing := need - avail
-	fmt.Fprintf(t.out, "funding the test balance (%d XOF available, %d needed):\n", avail, need)
+	fmt.Fprintf(t.out, "funding the test balance (%s %s available, %d needed):\n", b.Available, b.Currency, need)
 	_, err = t.pay(ctx, missing+missing/10+100, magicSuccess, 0)
 	return err
 }
@@ -257,17 +257,26 @@ func (t *trigger) fund(ctx context.Context, need int64) error {
 // wholeUnits reads an exact JSON number ("4950", "9948.5") as whole units,
 // rounded down, without a float.
 func wholeUnits(s string) (int64, error) {
-	whole, _, _ := strings.Cut(s, ".")
+	whole, frac, _ := strings.Cut(s, ".")
 	var n int64
 	neg := strings.HasPrefix(whole, "-")
-	for _, c := range strings.TrimPrefix(whole, "-") {
+	digits := strings.TrimPrefix(whole, "-")
+	if digits == "" {
+		return 0, fmt.Errorf("not a number: %q", s)
+	}
+	for _, c := range digits + frac {
 		if c < '0' || c > '9' {
 			return 0, fmt.Errorf("not a number: %q", s)
 		}
+	}
+	for _, c := range digits {
 		n = n*10 + int64(c-'0')
 	}
 	if neg {
-		n = -n - 1
+		n = -n
+		if strings.Trim(frac, "0") != "" {
+			n-- // down: -9190.5 is -9191
+		}
 	}
 	return n, nil
 }

@@ -378,3 +378,20 @@ func TestServeStopsStreams(t *testing.T) {
 		t.Logf("stream ended: %v", err)
 	}
 }
+
+func TestWholeUnits(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"4950", 4950, false}, {"9948.5", 9948, false}, {"0", 0, false}, {"0.99", 0, false},
+		{"-9190", -9190, false}, {"-9190.00", -9190, false}, {"-9190.5", -9191, false}, {"-0.01", -1, false},
+		{"", 0, true}, {"-", 0, true}, {"1e3", 0, true}, {"12.x", 0, true},
+	} {
+		got, err := wholeUnits(c.in)
+		if (err != nil) != c.err || got != c.want {
+			t.Errorf("wholeUnits(%q) = %d, %v; want %d (error %v)", c.in, got, err, c.want, c.err)
+		}
+	}
+}
