@@ -3,6 +3,7 @@ package http_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,7 +34,9 @@ func liveEnv(t *testing.T, b backend) (*env, *provider.Emulator, xaalis.Merchant
 		}
 		cfg.ReconcileAfterSeconds = 60
 		a.Config = cfg
-		a.Gateway = provider.New(cfg, provider.Options{BreakerThreshold: 3, BreakerCooldown: time.Minute})
+		// The breakers follow the test's clock: a test that moves past a
+		// breaker's cool-down finds it half-open.
+		a.Gateway = provider.New(cfg, provider.Options{BreakerThreshold: 3, BreakerCooldown: time.Minute, Now: a.Now})
 	})
 	id, keys := e.merchant()
 	kyc := xaalis.KYCApproved
@@ -274,6 +277,52 @@ func TestLivePayments(t *testing.T) {
 			if err != nil || after.Status != xaalis.StatusSuccess {
 				t.Fatalf("right code: %v, %v", after, err)
 			}
+		})
+		// Last: it moves the clock on by half an hour.
+		t.Run("OKTimedOutInitiationPaidNotificationLost", func(t *testing.T) {
+			// The answer lost, then the notification too: at expires_at the
+			// provider is asked by reference. One the payer paid succeeds;
+			// one the payer left alone expires, with the provider's id.
+			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+				t.Fatal(err)
+			}
+			var ps [2]txRecord
+			for i := range ps {
+				r, _ := e.pay(t, keys.SecretLive, fmt.Sprint("timeout-lost-", i), `"provider":"channel_c","payer":{"phone":"+22177123458`+fmt.Sprint(i)+`"}`)
+				r.want(t, 503, xaalis.EGatewayUnavailable)
+				e.do(call{method: "GET", path: fmt.Sprint("/v1/payments/timeout-lost-", i), key: keys.SecretLive}).want(t, 200, "").data(t, &ps[i])
+			}
+			for _, sw := range []error{emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}),
+				emu.SetProvider("channel_c", provider.ProviderSwitches{LoseCallbacks: true})} {
+				if sw != nil {
+					t.Fatal(sw)
+				}
+			}
+			defer emu.SetProvider("channel_c", provider.ProviderSwitches{})
+			cols := map[string]string{}
+			for _, c := range emu.Collections() {
+				cols[c.Reference] = c.ID
+			}
+			if d, err := emu.PayerAct(cols[ps[0].Reference], xaalis.ProviderSuccess); err != nil || !d.Lost {
+				t.Fatalf("the payer pays, the notification lost: %+v %v", d, err)
+			}
+			if st := e.status(t, keys.SecretLive, ps[0].ID); st != "initiated" {
+				t.Fatalf("before expiry: %s", st)
+			}
+			e.clock.Advance(31 * time.Minute)
+			if _, err := e.app.ExpireDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.status(t, keys.SecretLive, ps[0].ID); st != "success" || providerRef(t, e, ps[0].ID) != cols[ps[0].Reference] {
+				t.Fatalf("paid, at expiry: %s", st)
+			}
+			if evs := e.events(t, ps[0].ID); len(evs) != 1 || evs[0] != xaalis.EventPaymentSuccess {
+				t.Fatalf("events %v", evs)
+			}
+			if st := e.status(t, keys.SecretLive, ps[1].ID); st != "expired" || providerRef(t, e, ps[1].ID) != cols[ps[1].Reference] {
+				t.Fatalf("not paid, at expiry: %s", st)
+			}
+			e.ledgerOK(t)
 		})
 	})
 }

@@ -143,7 +143,11 @@
 //	       "reason"}
 //	  The same Idempotency-Key answers the same collection, on any route.
 //
-//	GET {base}/collections/{id}          → 200 {"id","status","reason"}
+//	GET {base}/collections/{id}          → 200 {"id","reference","status","reason"}
+//	GET {base}/collections?reference=<reference>
+//	→ 200 {"id","reference","status","reason"}
+//	→ 404 {"error":{"code":"not_found"}}  the provider never received it
+//	  Asked at expires_at about a payment whose creation answer was lost.
 //	POST {base}/collections/{id}/otp {"otp"} → 200 {"id","status","reason"}
 //
 //	POST {base}/payouts

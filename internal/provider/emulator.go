@@ -270,6 +270,7 @@ func NewEmulator(opts EmulatorOptions) *Emulator {
 	e.api = http.NewServeMux()
 	e.api.HandleFunc("POST /{provider}/{route}/collections", e.route(e.create))
 	e.api.HandleFunc("GET /{provider}/{route}/collections/{id}", e.route(e.get))
+	e.api.HandleFunc("GET /{provider}/{route}/collections", e.route(e.byReference))
 	e.api.HandleFunc("POST /{provider}/{route}/collections/{id}/otp", e.route(e.otp))
 	e.api.HandleFunc("POST /{provider}/{route}/payouts", e.route(e.createPayout))
 	e.api.HandleFunc("GET /{provider}/{route}/payouts", e.route(e.getPayout))
@@ -667,7 +668,7 @@ func (e *Emulator) create(p *emuProvider, route string, r *http.Request) (int, a
 }
 
 func (c *EmulatedCollection) answer() Collection {
-	out := Collection{ID: c.ID, Status: string(c.Status), Reason: c.Reason}
+	out := Collection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason}
 	if c.Status == xaalis.ProviderPending && c.NextAction != nil {
 		n := *c.NextAction
 		out.NextAction = &n
@@ -691,7 +692,24 @@ func (e *Emulator) get(p *emuProvider, _ string, r *http.Request) (int, any) {
 	if err != nil {
 		return errorBody(err)
 	}
-	return http.StatusOK, Collection{ID: c.ID, Status: string(c.Status), Reason: c.Reason}
+	return http.StatusOK, Collection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason}
+}
+
+// byReference answers GET {base}/collections?reference=: the collection
+// created with that reference, or 404 not_found.
+func (e *Emulator) byReference(p *emuProvider, _ string, r *http.Request) (int, any) {
+	ref := r.URL.Query().Get("reference")
+	if ref == "" {
+		return errorBody(emuErr(http.StatusBadRequest, "invalid_request", "the reference query parameter is required"))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.collections {
+		if c.Provider == p.name && c.Reference == ref {
+			return http.StatusOK, Collection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason}
+		}
+	}
+	return errorBody(emuErr(http.StatusNotFound, CodeNotFound, "no collection with reference %q", ref))
 }
 
 func (e *Emulator) otp(p *emuProvider, _ string, r *http.Request) (int, any) {

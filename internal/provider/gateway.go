@@ -224,6 +224,29 @@ func (g *Gateway) Status(ctx context.Context, mode xaalis.Mode, provider, route,
 	return xaalis.ProviderStatus{}, fmt.Errorf("provider: status: unknown mode %q", mode)
 }
 
+// Collection asks about a payment by its reference, for one whose
+// initiation's answer never came back: xaalis.ErrNotFound when no route
+// of the provider knows it.
+func (g *Gateway) Collection(ctx context.Context, mode xaalis.Mode, provider, reference string) (xaalis.Initiation, error) {
+	if reference == "" {
+		return xaalis.Initiation{}, fmt.Errorf("provider: collection without a reference")
+	}
+	switch mode {
+	case xaalis.ModeTest:
+		sim, err := g.sim(provider)
+		if err != nil {
+			return xaalis.Initiation{}, err
+		}
+		start := time.Now()
+		in, err := sim.collection(reference)
+		g.observeSim(provider, "status", start, err)
+		return in, err
+	case xaalis.ModeLive:
+		return g.liveCollection(ctx, provider, reference)
+	}
+	return xaalis.Initiation{}, fmt.Errorf("provider: collection: unknown mode %q", mode)
+}
+
 // SubmitOTP forwards the payer's one-time code to an OTP provider.
 func (g *Gateway) SubmitOTP(ctx context.Context, mode xaalis.Mode, provider, route, providerRef, otp string) (xaalis.ProviderStatus, error) {
 	p, ok := g.spec(provider)

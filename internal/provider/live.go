@@ -414,6 +414,37 @@ func (g *Gateway) liveStatus(ctx context.Context, provider, route, ref string) (
 	return out, err
 }
 
+// liveCollection asks the provider's routes about a collection by
+// reference (GET {base}/collections?reference=), the first that knows it
+// answering; xaalis.ErrNotFound when none does.
+func (g *Gateway) liveCollection(ctx context.Context, provider, reference string) (xaalis.Initiation, error) {
+	spec, ok := g.spec(provider)
+	if !ok {
+		return xaalis.Initiation{}, refuse(provider, "The provider %q is not configured.", provider)
+	}
+	var out xaalis.Initiation
+	route, reason, err := g.tryRoutesWith(ctx, provider, "status", spec.Routes, policy{notFound: true}, func(ctx context.Context, rt xaalis.RouteSpec) error {
+		var c Collection
+		if err := g.call(ctx, rt, http.MethodGet, "/collections?reference="+url.QueryEscape(reference), "", false, nil, &c); err != nil {
+			return err
+		}
+		if c.ID == "" || (c.Reference != "" && c.Reference != reference) {
+			return &routeFailure{cause: "bad response", err: fmt.Errorf("collection %q reference %q", c.ID, c.Reference)}
+		}
+		st, err := collectionStatus(c)
+		if err != nil {
+			return err
+		}
+		out = xaalis.Initiation{ProviderRef: c.ID, State: st.State, Reason: st.Reason}
+		return nil
+	})
+	if err != nil {
+		return xaalis.Initiation{}, err
+	}
+	out.Route, out.RouteReason = route, reason
+	return out, nil
+}
+
 func (g *Gateway) liveOTP(ctx context.Context, provider, route, ref, otp string) (xaalis.ProviderStatus, error) {
 	spec, _ := g.spec(provider)
 	var out xaalis.ProviderStatus

@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -49,6 +50,18 @@ func TestLive(t *testing.T) {
 		st, err := e.gw.Status(bg, xaalis.ModeLive, "channel_a", in.Route, in.ProviderRef)
 		if err != nil || st.State != xaalis.ProviderSuccess {
 			t.Fatalf("%+v %v", st, err)
+		}
+		// By reference (an initiation whose answer was lost): the same
+		// collection; an unknown reference is not found.
+		byRef, err := e.gw.Collection(bg, xaalis.ModeLive, "channel_a", "TXN-A1")
+		if err != nil || byRef.ProviderRef != in.ProviderRef || byRef.State != xaalis.ProviderSuccess || byRef.Route != "direct" {
+			t.Fatalf("by reference: %+v %v", byRef, err)
+		}
+		if _, err := e.gw.Collection(bg, xaalis.ModeLive, "channel_a", "TXN-NONE"); !errors.Is(err, xaalis.ErrNotFound) {
+			t.Fatalf("an unknown reference: %v", err)
+		}
+		if _, err := e.gw.Collection(bg, xaalis.ModeLive, "channel_b", "TXN-A1"); !errors.Is(err, xaalis.ErrNotFound) {
+			t.Fatalf("another provider's reference: %v", err)
 		}
 	})
 

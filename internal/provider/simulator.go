@@ -203,6 +203,18 @@ func (c *simCollection) initiation() xaalis.Initiation {
 	return in
 }
 
+// collection finds a collection by the Xaalis reference it was asked
+// with: xaalis.ErrNotFound when it has none (or forgot it).
+func (s *simulator) collection(reference string) (xaalis.Initiation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.collections[s.byReference[reference]]
+	if !ok {
+		return xaalis.Initiation{}, xaalis.ErrNotFound
+	}
+	return c.initiation(), nil
+}
+
 func (s *simulator) status(ref string) xaalis.ProviderStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()

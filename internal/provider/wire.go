@@ -30,7 +30,10 @@ type CollectionRequest struct {
 
 // Collection is a provider's answer about one collection.
 type Collection struct {
-	ID         string             `json:"id"`
+	ID string `json:"id"`
+	// Reference echoes the collection request's (GET {base}/collections?
+	// reference= finds a collection by it).
+	Reference  string             `json:"reference,omitempty"`
 	Status     string             `json:"status"`
 	NextAction *xaalis.NextAction `json:"next_action,omitempty"`
 	Reason     string             `json:"reason,omitempty"`

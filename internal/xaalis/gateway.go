@@ -156,6 +156,10 @@ type Gateway interface {
 	Initiate(ctx context.Context, r InitiateRequest) (Initiation, error)
 	// Status polls the provider about a payment it initiated.
 	Status(ctx context.Context, mode Mode, provider, route, providerRef string) (ProviderStatus, error)
+	// Collection asks about a payment by its reference, for one whose
+	// initiation's answer never came back (a timeout after the provider
+	// recorded it): ErrNotFound when the provider never received it.
+	Collection(ctx context.Context, mode Mode, provider, reference string) (Initiation, error)
 	// SubmitOTP forwards the one-time code the payer typed (channel_b).
 	SubmitOTP(ctx context.Context, mode Mode, provider, route, providerRef, otp string) (ProviderStatus, error)
 	// PayerAction records, in test mode only, what the simulated payer did

@@ -1116,19 +1116,7 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 			if cur.ProviderRef != "" && cur.ProviderRef != n.ProviderRef {
 				return ErrNotFound
 			}
-			if cur.Status != StatusInitiated {
-				return nil // no longer open (expired): left alone
-			}
-			cur.ProviderRef, cur.FailureReason, cur.UpdatedAt = n.ProviderRef, "", a.now()
-			if _, _, final := outcome(n.State); !final {
-				// Pending at the provider, as an answer would have left it:
-				// reconciliation polls it from now.
-				cur.Status = StatusPending
-				if err := tx.UpdateTransaction(ctx, cur); err != nil {
-					return err
-				}
-				return a.postPayment(ctx, tx, cur, StatusInitiated, StatusPending)
-			}
+			return a.adopt(ctx, tx, cur, n.ProviderRef, n.State, n.Reason)
 		}
 		switch cur.Type {
 		case TypePayout:
@@ -1145,6 +1133,25 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 		return a.settle(ctx, tx, cur, n.State, n.Reason)
 	})
 	return duplicate, err
+}
+
+// adopt gives a payment left initiated, its initiation's answer lost, the
+// provider's id of its collection and the state the provider reports, in
+// tx: settled, or pending as the answer would have left it (reconciliation
+// polls it from then on). A payment no longer initiated is left alone.
+func (a *App) adopt(ctx context.Context, tx Tx, cur *Transaction, providerRef string, state ProviderState, reason string) error {
+	if cur.Status != StatusInitiated {
+		return nil
+	}
+	cur.ProviderRef, cur.FailureReason, cur.UpdatedAt = providerRef, "", a.now()
+	if _, _, final := outcome(state); final {
+		return a.settle(ctx, tx, cur, state, reason)
+	}
+	cur.Status = StatusPending
+	if err := tx.UpdateTransaction(ctx, cur); err != nil {
+		return err
+	}
+	return a.postPayment(ctx, tx, cur, StatusInitiated, StatusPending)
 }
 
 // HandleNotification verifies an inbound notification and applies it. It
@@ -1175,6 +1182,15 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 	}
 	n := 0
 	for _, d := range due {
+		// A payment left initiated by a provider whose answer never came
+		// back may have been paid, its notification lost too: the provider
+		// is asked by reference, outside the transaction, before it ends.
+		var probe *Initiation
+		if d.Status == StatusInitiated && d.Provider != "" && d.ProviderRef == "" && a.Gateway != nil {
+			if in, err := a.Gateway.Collection(ctx, d.Mode, d.Provider, d.Reference); err == nil {
+				probe = &in
+			}
+		}
 		expired := false
 		err := a.update(ctx, func(tx Tx) error {
 			t, err := tx.TransactionForUpdate(ctx, d.ID)
@@ -1184,6 +1200,12 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 			// Another process may have moved it since it was read.
 			if !t.Status.Open() || t.ExpiresAt.After(a.now()) {
 				return nil
+			}
+			if probe != nil && t.Status == StatusInitiated && t.ProviderRef == "" {
+				if _, _, final := outcome(probe.State); final {
+					return a.adopt(ctx, tx, t, probe.ProviderRef, probe.State, probe.Reason)
+				}
+				t.ProviderRef = probe.ProviderRef
 			}
 			expired = true
 			return a.transition(ctx, tx, t, StatusExpired, EventPaymentExpired, "the payer did not finish before expires_at")
