@@ -326,3 +326,57 @@ func TestLivePayments(t *testing.T) {
 		})
 	})
 }
+
+// refLookupHook runs hook once, right after the first lookup of a
+// transaction by reference: what another process commits between a
+// notification's lookup and its transaction.
+type refLookupHook struct {
+	xaalis.Store
+	fired bool
+	hook  func()
+}
+
+func (s *refLookupHook) TransactionByReference(ctx context.Context, mode xaalis.Mode, provider, ref string) (*xaalis.Transaction, error) {
+	t, err := s.Store.TransactionByReference(ctx, mode, provider, ref)
+	if !s.fired {
+		s.fired = true
+		s.hook()
+	}
+	return t, err
+}
+
+// TestNotificationByReferenceRace: a payment whose creation answer was
+// lost is given its provider id by one notification (pending) between
+// another's lookup by reference and its transaction (success): the
+// success still applies.
+func TestNotificationByReferenceRace(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		r, _ := e.pay(t, keys.SecretTest, "race-1", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`)
+		r.want(t, 503, xaalis.EGatewayUnavailable)
+		var p txRecord
+		e.do(call{method: "GET", path: "/v1/payments/race-1", key: keys.SecretTest}).want(t, 200, "").data(t, &p)
+		if p.Status != "initiated" || providerRef(t, e, p.ID) != "" {
+			t.Fatalf("after the lost answer: %+v", p)
+		}
+		ctx := context.Background()
+		note := func(id string, st xaalis.ProviderState) xaalis.Notification {
+			return xaalis.Notification{EventID: id, Provider: "channel_a", Country: "SN", ProviderRef: "col-race", Reference: p.Reference, State: st}
+		}
+		store := e.app.Store
+		e.app.Store = &refLookupHook{Store: store, hook: func() {
+			if _, err := e.app.ApplyNotification(ctx, xaalis.ModeTest, note("ev-pending", xaalis.ProviderPending)); err != nil {
+				t.Error(err)
+			}
+		}}
+		if _, err := e.app.ApplyNotification(ctx, xaalis.ModeTest, note("ev-success", xaalis.ProviderSuccess)); err != nil {
+			t.Fatal(err)
+		}
+		e.app.Store = store
+		if st := e.status(t, keys.SecretTest, p.ID); st != "success" || providerRef(t, e, p.ID) != "col-race" {
+			t.Fatalf("after the pending then the success notification: %s", st)
+		}
+		e.ledgerOK(t)
+	})
+}

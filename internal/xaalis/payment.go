@@ -1113,10 +1113,15 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 			return err
 		}
 		if adopt {
-			if cur.ProviderRef != "" && cur.ProviderRef != n.ProviderRef {
+			switch cur.ProviderRef {
+			case "":
+				return a.adopt(ctx, tx, cur, n.ProviderRef, n.State, n.Reason)
+			case n.ProviderRef:
+				// Given it meanwhile (a resumed creation, another
+				// notification): applied as any notification of it.
+			default:
 				return ErrNotFound
 			}
-			return a.adopt(ctx, tx, cur, n.ProviderRef, n.State, n.Reason)
 		}
 		switch cur.Type {
 		case TypePayout:
