@@ -671,26 +671,6 @@ func writeCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	return certFile, keyFile, pool
 }
 
-// consoleCookieSecure reports whether the console's sign-in page sets
-// its cookie Secure.
-func consoleCookieSecure(t *testing.T, s *server) bool {
-	t.Helper()
-	res, err := s.client.Get(s.admin + "/console/login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if len(res.Cookies()) == 0 {
-		t.Fatalf("the sign-in page set no cookie: %d", res.StatusCode)
-	}
-	for _, c := range res.Cookies() {
-		if !c.Secure {
-			return false
-		}
-	}
-	return true
-}
-
 func TestServeTLS(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db string) {
 		certFile, keyFile, pool := writeCert(t)
@@ -733,21 +713,6 @@ func TestServeTLS(t *testing.T) {
 				}
 			}
 			do(t, s.client, "GET", s.admin+"/healthz", "", "").want(t, http.StatusOK, "")
-			// TLS is on: the console's cookies are Secure, on the admin
-			// listener's plain HTTP too (issue 14).
-			if !consoleCookieSecure(t, s) {
-				t.Fatal("with TLS on, the console's cookie is not Secure")
-			}
-		})
-		t.Run("OKConsoleCookiesNotSecure", func(t *testing.T) {
-			s := serve(t, noEnv, serveArgs(db, "--tls-cert", certFile, "--tls-key", keyFile, "--console-secure-cookies=false")...)
-			if consoleCookieSecure(t, s) {
-				t.Fatal("--console-secure-cookies=false: the console's cookie is Secure")
-			}
-			s = serve(t, noEnv, serveArgs(db)...)
-			if consoleCookieSecure(t, s) {
-				t.Fatal("without TLS: the console's cookie is Secure")
-			}
 		})
 		for _, c := range []struct {
 			name string

@@ -58,7 +58,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	ledgerEveryDef := env.Duration("ledger-check-interval", "XAALIS_LEDGER_CHECK_INTERVAL", time.Hour)
 	ledgerEvery := fs.Duration("ledger-check-interval", ledgerEveryDef, "how often the ledger check runs (shared by every process on the database; 0: never) (env XAALIS_LEDGER_CHECK_INTERVAL)")
 	secureCookiesDef := env.Bool("console-secure-cookies", "XAALIS_CONSOLE_SECURE_COOKIES", false)
-	secureCookies := fs.Bool("console-secure-cookies", secureCookiesDef, "mark the operator console's cookies Secure on plain HTTP: a TLS proxy fronts the admin listener; true by default with --tls-cert (env XAALIS_CONSOLE_SECURE_COOKIES)")
+	secureCookies := fs.Bool("console-secure-cookies", secureCookiesDef, "mark the operator console's cookies Secure on plain HTTP: a TLS proxy fronts the admin listener (env XAALIS_CONSOLE_SECURE_COOKIES)")
 	pprofDef := env.Bool("pprof", "XAALIS_PPROF", false)
 	pprofOn := fs.Bool("pprof", pprofDef, "serve the Go runtime's profiles at /debug/pprof/ on the admin listener, without a token: only where that listener is private (env XAALIS_PPROF)")
 	retryScaleDef := env.Float("webhook-retry-scale", "XAALIS_WEBHOOK_RETRY_SCALE", 1)
@@ -93,12 +93,6 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return usagef("serve: --tls-cert and --tls-key go together")
-	}
-	if *tlsCert != "" && !setFlags(fs)["console-secure-cookies"] && getenv("XAALIS_CONSOLE_SECURE_COOKIES") == "" {
-		// TLS is on: the console's cookies are Secure (issue 14), although
-		// the admin listener itself speaks plain HTTP (browsers keep Secure
-		// cookies of http://127.0.0.1 and http://localhost).
-		*secureCookies = true
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if *tlsCert != "" {
