@@ -119,6 +119,12 @@ func (a *App) StreamAnchor(ctx context.Context, p *Principal, head StreamCursor)
 // leaked key, once revoked, must stop reading at once, open streams
 // included.
 func (a *App) StreamEvents(ctx context.Context, p *Principal, after StreamCursor, limit int) ([]StreamedEvent, error) {
+	list, err := a.Store.StreamEvents(ctx, p.Merchant.ID, p.Mode(), after, limit)
+	if err != nil {
+		return nil, err
+	}
+	// The key is read after the events: an event that committed after
+	// the revocation is in no batch the key is found usable for.
 	k, err := a.Store.Key(ctx, p.Key.ID)
 	if err != nil {
 		return nil, fmt.Errorf("stream key: %w", err)
@@ -126,7 +132,7 @@ func (a *App) StreamEvents(ctx context.Context, p *Principal, after StreamCursor
 	if !k.Usable(a.now()) {
 		return nil, E(EInvalidAPIKey)
 	}
-	return a.Store.StreamEvents(ctx, p.Merchant.ID, p.Mode(), after, limit)
+	return list, nil
 }
 
 // ListenSecret returns the whsec_ secret `xaalis listen` signs forwarded
