@@ -528,3 +528,44 @@ func TestListenResumesFromIDOnly(t *testing.T) {
 		t.Fatalf("reconnected with Last-Event-ID %q, want ev-anchor", got)
 	}
 }
+
+// TestListenStaleResumePoint: a resume point the server no longer resumes
+// after (422) is dropped, and Listen goes on from the present, where an
+// event of the caller's would end it with the error.
+func TestListenStaleResumePoint(t *testing.T) {
+	var conns atomic.Int32
+	asked := make(chan string, 3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := conns.Add(1)
+		asked <- r.Header.Get("Last-Event-ID")
+		switch n {
+		case 1:
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, ": connected\n\nid: ev-old\n\n")
+		case 2:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			fmt.Fprint(w, `{"error":{"code":"validation_error","message":"Invalid.","errors":{"Last-Event-ID":["is older than 24 hours"]}}}`)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, ": connected\n\nid: ev-3\nevent: payment.success\ndata: {}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+	}))
+	defer srv.Close()
+	c := client.New("sk_test_x", client.WithBaseURL(srv.URL), client.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ev, err := range c.Listen(ctx, nil) {
+		if err != nil || ev.ID != "ev-3" {
+			t.Fatalf("event %+v, %v", ev, err)
+		}
+		break
+	}
+	for i, want := range []string{"", "ev-old", ""} {
+		if got := <-asked; got != want {
+			t.Fatalf("connection %d: Last-Event-ID %q, want %q", i+1, got, want)
+		}
+	}
+}
