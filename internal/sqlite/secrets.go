@@ -109,6 +109,10 @@ const secretMarker = "whsec_"
 // encryption at rest were sealed (a scan done once).
 const clearAnswersSealed = "secrets_clear_answers_sealed"
 
+// vacuumPending records that secrets in clear were sealed and the file is
+// still to be written anew (ResealSecrets).
+const vacuumPending = "secrets_vacuum_pending"
+
 // UseSecretKey makes id the key new secrets are sealed under.
 func (s *Store) UseSecretKey(ctx context.Context, id string) error {
 	if s.secretBox() == nil || !s.secretBox().Has(id) {
@@ -276,26 +280,45 @@ func (s *Store) ResealSecrets(ctx context.Context, limit int, clearOnly bool) (i
 			}
 			done++
 		}
+		if clearOnly && done > 0 {
+			// Secrets in clear come from a database of an earlier version,
+			// whose migrations rebuilt tables here: copies of their rows
+			// lie in free pages and in the unused parts of reused ones,
+			// which secure_delete never saw. The file is to be written anew
+			// (VACUUM) once the run is over; recorded with the sealing, so
+			// that a run cut short (a full disk, a signal) does it at the
+			// next start.
+			if _, err := tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, X'01') ON CONFLICT DO NOTHING`,
+				vacuumPending); err != nil {
+				return fmt.Errorf("record vacuum: %w", err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
+	}
+	vacuum := false
+	if clearOnly && done < limit {
+		err := s.read.QueryRowContext(ctx, `SELECT 1 FROM settings WHERE name = ?`, vacuumPending).Scan(new(int))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return done, fmt.Errorf("read setting: %w", err)
+		}
+		vacuum = err == nil
 	}
 	// Once the run is over (a short batch), write the log back and
 	// truncate it, so that the former values leave it too.
 	if done > 0 {
 		s.resealed.Store(true)
 	}
-	if done < limit && s.resealed.Swap(false) {
+	if done < limit && (s.resealed.Swap(false) || vacuum) {
 		if err := s.w.direct(ctx, func(q querier) error {
-			if clearOnly {
-				// Secrets in clear come from a database of an earlier
-				// version, whose migrations rebuilt tables here: copies of
-				// their rows lie in free pages and in the unused parts of
-				// reused ones, which secure_delete never saw. VACUUM
-				// writes the file anew, once (serve, at its first start).
+			if vacuum {
 				if _, err := q.ExecContext(ctx, `VACUUM`); err != nil {
 					return fmt.Errorf("vacuum: %w", err)
+				}
+				if _, err := q.ExecContext(ctx, `DELETE FROM settings WHERE name = ?`, vacuumPending); err != nil {
+					return fmt.Errorf("vacuum done: %w", err)
 				}
 			}
 			_, err := q.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)

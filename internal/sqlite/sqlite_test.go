@@ -466,3 +466,27 @@ func TestUpsertCustomerWritesOnlyChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestVacuumAfterSealingResumes: the file's rewrite after secrets in clear
+// were sealed is recorded with the sealing; a run cut short before it
+// (a full disk, a signal) rewrites the file at the next run, although
+// nothing is left in clear then.
+func TestVacuumAfterSealingResumes(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	for _, stmt := range []string{
+		`CREATE TABLE leftover AS SELECT 'whsec_leftover_in_free_pages' AS v`, `DROP TABLE leftover`,
+		`INSERT INTO settings (name, value) VALUES ('secrets_vacuum_pending', X'01')`,
+	} {
+		if err := storetest.ExecRaw(t, s, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.ResealSecrets(ctx, 100, true); err != nil || n != 0 {
+		t.Fatalf("reseal: %d %v", n, err)
+	}
+	storetest.WantNoSecretsInClear(t, s, "whsec_leftover_in_free_pages")
+	if err := storetest.ExecRaw(t, s, `INSERT INTO settings (name, value) VALUES ('secrets_vacuum_pending', X'02')`); err != nil {
+		t.Fatalf("the pending rewrite is still recorded after it ran: %v", err)
+	}
+}
