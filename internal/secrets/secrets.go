@@ -166,7 +166,7 @@ func AddKey(path string) (string, error) {
 	if err := errors.Join(werr, tmp.Chmod(mode), tmp.Sync(), tmp.Close()); err != nil {
 		return "", fmt.Errorf("write key file: %w", err)
 	}
-	if ownerKnown {
+	if ownerKnown && !ownedBy(tmp.Name(), uid, gid) {
 		// The new file is the writer's (root's, under sudo): it keeps the
 		// old one's owner and group, or the service that reads it through
 		// its group (deployment.md: chgrp xaalis, chmod 640) could not.
@@ -184,6 +184,18 @@ func AddKey(path string) (string, error) {
 		d.Close()
 	}
 	return KeyID(key), nil
+}
+
+// ownedBy reports whether the file at path has owner uid and group gid
+// already (then nothing needs changing, which an owner outside the group
+// could not do).
+func ownedBy(path string, uid, gid int) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	u, g, ok := owner(st)
+	return ok && u == uid && g == gid
 }
 
 // parse reads the keys of a key file, in order. A file of exactly 32
