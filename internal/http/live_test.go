@@ -313,8 +313,10 @@ func TestLivePayments(t *testing.T) {
 			if _, err := e.app.ExpireDue(context.Background(), 100); err != nil {
 				t.Fatal(err)
 			}
-			if st := e.status(t, keys.SecretLive, ps[0].ID); st != "success" || providerRef(t, e, ps[0].ID) != cols[ps[0].Reference] {
-				t.Fatalf("paid, at expiry: %s", st)
+			var paid txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + ps[0].ID, key: keys.SecretLive}).want(t, 200, "").data(t, &paid)
+			if paid.Status != "success" || providerRef(t, e, ps[0].ID) != cols[ps[0].Reference] || paid.Route == nil || paid.Route.Name != "direct" {
+				t.Fatalf("paid, at expiry: %+v %+v", paid, paid.Route)
 			}
 			if evs := e.events(t, ps[0].ID); len(evs) != 1 || evs[0] != xaalis.EventPaymentSuccess {
 				t.Fatalf("events %v", evs)

@@ -1207,6 +1207,8 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 				return nil
 			}
 			if probe != nil && t.Status == StatusInitiated && t.ProviderRef == "" {
+				// The route that knew it (its refunds go there first).
+				t.Route, t.RouteReason = probe.Route, probe.RouteReason
 				if _, _, final := outcome(probe.State); final {
 					return a.adopt(ctx, tx, t, probe.ProviderRef, probe.State, probe.Reason)
 				}
