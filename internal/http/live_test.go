@@ -97,6 +97,27 @@ func TestLivePayments(t *testing.T) {
 				t.Fatalf("a duplicate changed the payment: %s", st)
 			}
 		})
+		t.Run("ErrNotificationControlCharacter", func(t *testing.T) {
+			// A signed notification carrying a control character is refused
+			// before anything of it is stored: the same event, clean, then
+			// applies.
+			r, p := e.pay(t, keys.SecretLive, "ctl-1", `"provider":"channel_b","payer":{"phone":"+221771234590"}`)
+			r.want(t, 201, "")
+			ref := providerRef(t, e, p.ID)
+			ev := provider.Event{EventID: "ev-ctl-1", Type: provider.EventCollectionUpdated, Country: "SN",
+				Collection: provider.EventCollection{ID: ref, Status: "failed", Reason: "bad\areason"}}
+			e.postNotification(t, "channel_b", secretB, ev, time.Now()).want(t, 422, xaalis.EValidation)
+			if st := e.status(t, keys.SecretLive, p.ID); st != "pending" {
+				t.Fatalf("after a refused notification: %s", st)
+			}
+			ev.Collection.Reason = "payer_declined"
+			if r := e.postNotification(t, "channel_b", secretB, ev, time.Now()).want(t, 200, ""); strings.Contains(string(r.body), "duplicate") {
+				t.Fatalf("the refused notification was recorded: %s", r.body)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "failed" {
+				t.Fatalf("after the clean notification: %s", st)
+			}
+		})
 		t.Run("ErrInvalidSignature", func(t *testing.T) {
 			ev := provider.Event{EventID: "ev-x", Type: provider.EventCollectionUpdated, Country: "SN",
 				Collection: provider.EventCollection{ID: "nope", Status: "success"}}

@@ -124,7 +124,7 @@ func (s *Server) handleProviderNotification(w http.ResponseWriter, r *http.Reque
 		Error(w, r, xaalis.E(xaalis.ERequestTooLarge, "max_bytes", s.Config.MaxBodyBytes))
 		return
 	}
-	err = s.App.HandleNotification(r.Context(), r.PathValue("provider"), xaalis.NotificationRequest{Request: r, Body: body})
+	err = s.App.HandleNotification(r.Context(), r.PathValue("provider"), xaalis.NotificationRequest{Request: r, Body: body, Check: checkBody})
 	if xaalis.ErrorCode(err) == xaalis.EDuplicate {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "duplicate"})
 		return

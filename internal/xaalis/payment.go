@@ -1057,6 +1057,10 @@ func (a *App) cancel(ctx context.Context, id, reason string) (*Transaction, erro
 type NotificationRequest struct {
 	Request *http.Request
 	Body    []byte
+	// Check, when set, vets a body whose signature verified, before
+	// anything of it is stored: the API's own rules for every string a
+	// request carries (validation_error for a control character).
+	Check func(body []byte) error
 }
 
 // ApplyNotification records a verified provider notification: the payment,
@@ -1166,6 +1170,11 @@ func (a *App) HandleNotification(ctx context.Context, provider string, r Notific
 	n, err := a.Gateway.VerifyNotification(ctx, provider, r.Request, r.Body)
 	if err != nil {
 		return err
+	}
+	if r.Check != nil {
+		if err := r.Check(r.Body); err != nil {
+			return err
+		}
 	}
 	dup, err := a.ApplyNotification(ctx, ModeLive, n)
 	if err != nil {
