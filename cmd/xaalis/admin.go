@@ -16,8 +16,8 @@ func asXaalis(err error, e **xaalis.Error) bool { return errors.As(err, e) }
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
 	db := databaseFlag(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	// Opening the store applies the migrations.
 	return withApp(ctx, *db, func(*xaalis.App) error {
@@ -33,8 +33,8 @@ func cmdMerchantCreate(ctx context.Context, args []string, getenv func(string) s
 	country := fs.String("country", "SN", "country: SN, CI, ML, BF, TG, BJ, NE or GW")
 	currency := fs.String("settlement-currency", "XOF", "settlement currency")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return parseError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *name == "" {
 		return usagef("merchant create: --name is required")
@@ -137,7 +137,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 		}
 		u.PayoutsEnabled = &on
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		m, err := app.UpdateMerchant(ctx, pos[0], u)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("merchant %s not found", pos[0])
@@ -189,8 +189,8 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 	ips := fs.String("allow-ips", "", "IP allowlist, CIDRs comma-separated")
 	expires := fs.String("expires-at", "", "expiry time, RFC 3339")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return parseError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *merchant == "" || *mode == "" {
 		return usagef("key create: --merchant and --mode are required")
@@ -219,7 +219,7 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 		t = t.UTC()
 		in.ExpiresAt = &t
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		k, secret, err := app.CreateKey(ctx, in)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("merchant %s not found", *merchant)
@@ -245,7 +245,7 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 	if len(pos) != 1 {
 		return usagef("key revoke: expected one key ID")
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		k, err := app.RevokeKey(ctx, pos[0])
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("key %s not found", pos[0])

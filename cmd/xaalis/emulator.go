@@ -24,8 +24,8 @@ func cmdProviderEmulator(ctx context.Context, args []string, getenv func(string)
 	timeout := fs.String("timeout", "", "routes that never answer, comma-separated provider/route")
 	lose := fs.String("lose-callbacks", "", "providers whose notifications are dropped, comma-separated")
 	printConfig := fs.Bool("print-config", false, "print the configuration for 'xaalis serve --config' in the development flow (every route at this emulator, with its published credentials) and exit")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *printConfig {
 		b, err := provider.EmulatorConfigJSON(emulatorBase(*addr))

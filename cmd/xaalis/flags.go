@@ -58,6 +58,21 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFlags parses a command that takes flags only, wherever they stand,
+// and refuses any other argument: a stray word would otherwise end the
+// flags, and those after it would go unread (another database, another
+// address).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return parseError(err)
+	}
+	if len(pos) > 0 {
+		return usagef("%s: unexpected argument %q", strings.TrimPrefix(fs.Name(), "xaalis "), pos[0])
+	}
+	return nil
+}
+
 // openStore opens the Store a database URL names, applies migrations, and
 // gives it the keyring of the command's key file (keySetup, from
 // XAALIS_SECRET_KEY_FILE), refusing a key file that cannot read the
@@ -101,6 +116,17 @@ func existingDatabase(url string) error {
 		return err
 	}
 	return nil
+}
+
+// withExistingApp is withApp for the commands that read or change what
+// a database holds already: an SQLite path with no database is refused
+// rather than made (a mistyped path would leave an empty database
+// behind, and the command would find nothing in it).
+func withExistingApp(ctx context.Context, db string, fn func(*xaalis.App) error) error {
+	if err := existingDatabase(db); err != nil {
+		return err
+	}
+	return withApp(ctx, db, fn)
 }
 
 // withApp opens the database a command names and runs fn with an App on it.

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/http"
@@ -1175,4 +1176,56 @@ func TestUsage(t *testing.T) {
 			t.Error("a usage error opened the database")
 		}
 	})
+}
+
+// TestCommandLineStrictness: a stray argument is a bad command line (exit
+// status 2), wherever it stands, and no flag after it goes unread; the
+// commands that read or change what a database holds refuse an SQLite path
+// with no database, and make none.
+func TestCommandLineStrictness(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := "sqlite://" + filepath.Join(dir, "missing", "x.db")
+	for _, args := range [][]string{
+		{"migrate", "extra", "--database-url", missing},
+		{"audit", "list", "extra", "--database-url", missing},
+		{"ledger", "check", "extra", "--database-url", missing},
+		{"secrets", "status", "extra", "--database-url", missing},
+		{"provider-emulator", "extra", "--addr", "127.0.0.1:0"},
+		{"merchant", "create", "--name", "X", "extra", "--database-url", missing},
+		{"key", "create", "extra", "--merchant", "m", "--mode", "test", "--database-url", missing},
+		{"dispute", "open", "extra", "--transaction", "t", "--database-url", missing},
+		{"operator", "token", "create", "extra", "--database-url", missing},
+	} {
+		_, _, err := cli(t, noEnv, args...)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), `unexpected argument "extra"`) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"key", "create", "--merchant", "m", "--mode", "test"},
+		{"key", "revoke", "k"},
+		{"merchant", "update", "m", "--kyc", "approved"},
+		{"audit", "list"},
+		{"operator", "token", "list"},
+		{"operator", "token", "revoke", "t"},
+		{"payout-request", "approve", "p"},
+		{"payment", "mark-refunded", "p"},
+		{"dispute", "open", "--transaction", "t"},
+		{"dispute", "decide", "d", "--outcome", "won"},
+		{"secrets", "rotate"},
+	} {
+		_, _, err := cli(t, noEnv, append(args, "--database-url", missing)...)
+		if err == nil || !strings.Contains(err.Error(), "no database at") {
+			t.Errorf("%v on a missing database: %v", args, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a command made the missing database's directory: %v", err)
+	}
+	// The commands that begin an installation make it.
+	made := "sqlite://" + filepath.Join(dir, "new", "x.db")
+	mustCLI(t, noEnv, "operator", "token", "create", "--database-url", made)
+	createMerchant(t, made)
 }

@@ -20,8 +20,8 @@ func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(stri
 	expiresIn := fs.Duration("expires-in", 0, "the token ends after this long (720h); default: never")
 	expiresAt := fs.String("expires-at", "", "the token ends at this time, RFC 3339; default: never")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return parseError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *name == "" {
 		// The guides and the README make a token with the bare command: the
@@ -81,7 +81,7 @@ func cmdOperatorTokenList(ctx context.Context, args []string, getenv func(string
 	if fs.NArg() > 0 {
 		return usagef("operator token list: unexpected argument %q", fs.Arg(0))
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		list, err := app.OperatorTokens(ctx)
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func cmdOperatorTokenRevoke(ctx context.Context, args []string, getenv func(stri
 	if len(pos) != 1 {
 		return usagef("operator token revoke: expected one token ID")
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		t, err := app.RevokeOperatorToken(ctx, pos[0])
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("operator token %s not found", pos[0])
@@ -148,13 +148,13 @@ func cmdAuditList(ctx context.Context, args []string, getenv func(string) string
 	limit := fs.Int("limit", 50, "how many entries, newest first (at most 100)")
 	page := fs.Int("page", 1, "page of --limit entries")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *limit < 1 || *limit > xaalis.MaxPerPage || *page < 1 || *page > xaalis.MaxPage {
 		return usagef("audit list: --limit must be 1 to %d and --page 1 to %d", xaalis.MaxPerPage, xaalis.MaxPage)
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		list, _, err := app.AuditLog(ctx, xaalis.PageRequest{Page: *page, PerPage: *limit})
 		if err != nil {
 			return err
@@ -191,7 +191,7 @@ func cmdPayoutRequest(ctx context.Context, action string, args []string, getenv 
 	if len(pos) != 1 {
 		return usagef("payout-request %s: expected one payout request ID", action)
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		pr, err := app.MovePayoutRequest(ctx, pos[0], xaalis.PayoutRequestAction(action), *reason)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payout request %s not found", pos[0])
@@ -218,13 +218,10 @@ func cmdPayoutRequest(ctx context.Context, action string, args []string, getenv 
 func cmdLedgerCheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("ledger check", stderr)
 	db := databaseFlag(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
-	}
-	if err := existingDatabase(*db); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		_, ps, err := app.RunLedgerCheck(ctx, false)
 		if err != nil {
 			return err
@@ -253,7 +250,7 @@ func cmdPaymentMarkRefunded(ctx context.Context, args []string, getenv func(stri
 	if len(pos) != 1 {
 		return usagef("payment mark-refunded: expected one payment ID")
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
 		t, err := app.MarkRefunded(ctx, pos[0], *note)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payment %s not found", pos[0])

@@ -221,6 +221,9 @@ func cmdSecretsRotate(ctx context.Context, args []string, getenv func(string) st
 		return usagef("secrets rotate: --batch must be at least 1")
 	}
 	ctx = withKeyFile(ctx, *keyFile)
+	if err := existingDatabase(*db); err != nil {
+		return err
+	}
 	store, ki, err := openStoreKeyed(ctx, *db, true)
 	if err != nil {
 		return err
@@ -286,8 +289,8 @@ func cmdSecretsStatus(ctx context.Context, args []string, getenv func(string) st
 	db := databaseFlag(fs, getenv)
 	keyFile := secretKeyFlag(fs, getenv)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	ctx = withKeyFile(ctx, *keyFile)
 	if err := existingDatabase(*db); err != nil {
