@@ -108,6 +108,24 @@ listen and trigger talk to a running server's API: --api-key (XAALIS_API_KEY) an
 Run 'xaalis <command> -h' for the flags of a command.
 `
 
+// groups are the words that only begin a command (merchant create, ...).
+var groups = map[string]bool{"merchant": true, "key": true, "operator": true, "audit": true, "payout-request": true,
+	"ledger": true, "dispute": true, "secrets": true, "payment": true}
+
+// groupHelp reports whether args ask for help after a group's word
+// (operator token -h included).
+func groupHelp(args []string) bool {
+	if len(args) < 2 || !groups[args[0]] {
+		return false
+	}
+	switch args[len(args)-1] {
+	case "-h", "-help", "--help", "help":
+	default:
+		return false
+	}
+	return len(args) == 2 || len(args) == 3 && args[0] == "operator" && args[1] == "token"
+}
+
 // run is the whole program: tests call it with their own arguments,
 // environment and output.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -128,6 +146,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	ctx = xaalis.WithActor(ctx, xaalis.Actor{Name: "cli:" + user})
+	if groupHelp(args) {
+		// `xaalis merchant -h`: a group's word, then help, lists the
+		// commands (exit 0, as -h after a command).
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
 	ctx = withKeySetup(ctx, keySetup{file: getenv("XAALIS_SECRET_KEY_FILE"), stderr: stderr})
 	switch args[0] {
 	case "serve":

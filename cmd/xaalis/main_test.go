@@ -1169,6 +1169,13 @@ func TestUsage(t *testing.T) {
 		if err != nil || !strings.Contains(out, "Usage: xaalis") {
 			t.Fatalf("help: %v\n%s", err, out)
 		}
+		// After a group's word too: the commands.
+		for _, args := range [][]string{{"merchant", "-h"}, {"operator", "token", "--help"}, {"payout-request", "help"}} {
+			out, _, err := cli(t, getenv(), args...)
+			if err != nil || !strings.Contains(out, "Usage: xaalis") {
+				t.Errorf("xaalis %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
 	})
 	// Cleanup runs once the parallel subtests are done.
 	t.Cleanup(func() {
