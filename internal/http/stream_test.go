@@ -322,6 +322,18 @@ func TestEventStreamResumePoints(t *testing.T) {
 		if json.Unmarshal(ev.Data, &rec); rec.ID != po.ID {
 			t.Fatalf("resumed with %s, want the payout %s", rec.ID, po.ID)
 		}
+		s2.res.Body.Close()
+
+		// A quiet account: its resume point, the newest event, is over a
+		// day old; nothing after it is, so the stream resumes after it.
+		e.do(call{method: "GET", path: "/v1/events?per_page=1", key: key}).want(t, 200, "").data(t, &evs)
+		e.clock.Advance(25 * time.Hour)
+		s3 := e.openStream(t, key, "", evs[0].ID)
+		_, p3 := e.pay(t, key, "rp-3", successBody(""))
+		ev = checkMessage(t, s3.next(t, 5*time.Second), "payment.success")
+		if json.Unmarshal(ev.Data, &rec); rec.ID != p3.ID {
+			t.Fatalf("resumed after a day with %s, want %s", rec.ID, p3.ID)
+		}
 	})
 }
 

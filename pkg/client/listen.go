@@ -62,27 +62,18 @@ func (c *Client) Listen(ctx context.Context, p *ListenParams) iter.Seq2[*StreamE
 	}
 	return func(yield func(*StreamEvent, error) bool) {
 		last := p.LastEventID
-		// point: last is a resume point of the stream's, past every event
-		// yielded (or none was), not an event the caller has.
-		point := false
 		backoff := c.minBackoff
 		hc := *c.http
 		hc.Timeout = 0 // a stream lasts
 		for {
 			got, err := c.listenOnce(ctx, &hc, p, last, func(e *StreamEvent) bool {
-				last, point = e.ID, false
+				last = e.ID
 				return yield(e, nil)
-			}, func(id string) { last, point = id, true })
+			}, func(id string) { last = id })
 			if ctx.Err() != nil || errors.Is(err, errStop) {
 				return
 			}
 			var e *Error
-			if errors.As(err, &e) && e.HTTPStatus == http.StatusUnprocessableEntity && point {
-				// A resume point too old to resume after (24 hours) names
-				// no event of the caller's: go on from the present.
-				last, point = "", false
-				continue
-			}
 			if errors.As(err, &e) && e.HTTPStatus < 500 && e.HTTPStatus != http.StatusTooManyRequests {
 				yield(nil, err)
 				return
