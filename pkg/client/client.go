@@ -114,8 +114,8 @@ func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h
 func WithMaxRetries(n int) Option { return func(c *Client) { c.maxRetries = max(n, 0) } }
 
 // WithBackoff sets the first wait between retries and the longest; each
-// retry waits a random time between the first and a backoff that doubles
-// at each retry, up to the longest.
+// retry waits a random time between a backoff that starts at the first and
+// doubles at each retry, and twice that backoff, up to the longest.
 func WithBackoff(min, max time.Duration) Option {
 	return func(c *Client) { c.minBackoff, c.maxBackoff = min, max }
 }
@@ -288,13 +288,14 @@ func (c *Client) call(ctx context.Context, r *request, out any, opts []RequestOp
 	}
 }
 
-// jittered is a random wait between the first backoff (WithBackoff's
-// min) and backoff, which doubles at each retry up to the longest:
-// clients that failed together do not come back together, and none comes
-// back sooner than the first wait.
+// jittered is a random wait between backoff and twice backoff, within the
+// longest (backoff starts at WithBackoff's first and doubles at each
+// retry): clients that failed together do not come back together, the
+// first retry included, and none comes back sooner than the first wait.
 func (c *Client) jittered(backoff time.Duration) time.Duration {
-	lo := min(c.minBackoff, backoff)
-	return lo + time.Duration(rand.Int64N(int64(backoff-lo)+1))
+	lo := min(backoff, c.maxBackoff)
+	hi := min(2*backoff, c.maxBackoff)
+	return lo + time.Duration(rand.Int64N(int64(hi-lo)+1))
 }
 
 // send makes one attempt.
