@@ -39,8 +39,9 @@ type ListenParams struct {
 	// the event it resumes after ("" for a first connection without
 	// LastEventID).
 	OnConnect func(resumedAfter string)
-	// OnDisconnect, when set, is called when an open stream drops, before
-	// Listen reconnects.
+	// OnDisconnect, when set, is called when an open stream drops, or an
+	// attempt to open one fails (a refused connection, a 5xx), before
+	// Listen tries again.
 	OnDisconnect func(err error)
 	// IdleTimeout is how long a stream may stay silent (the server sends a
 	// keep-alive every 15 s) before it is taken for dead and reopened;
