@@ -347,6 +347,53 @@ func TestLivePayments(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKExpiryPollsPendingAndVerifyAsks", func(t *testing.T) {
+			// Notifications lost: a pending payment the payer paid is asked
+			// about at expires_at (its expires_in shorter than
+			// reconcile_after_seconds); a payment whose creation answer was
+			// lost is asked about by reference on verify.
+			if err := emu.SetProvider("channel_c", provider.ProviderSwitches{LoseCallbacks: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetProvider("channel_c", provider.ProviderSwitches{})
+			r, p := e.pay(t, keys.SecretLive, "lost-pending", `"provider":"channel_c","expires_in":60,"payer":{"phone":"+221771234591"}`)
+			r.want(t, 201, "")
+			if d, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil || !d.Lost {
+				t.Fatalf("the payer pays, the notification lost: %+v %v", d, err)
+			}
+			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+				t.Fatal(err)
+			}
+			r, _ = e.pay(t, keys.SecretLive, "lost-answer", `"provider":"channel_c","payer":{"phone":"+221771234592"}`)
+			r.want(t, 503, xaalis.EGatewayUnavailable)
+			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+				t.Fatal(err)
+			}
+			var q txRecord
+			e.do(call{method: "GET", path: "/v1/payments/lost-answer", key: keys.SecretLive}).want(t, 200, "").data(t, &q)
+			var col string
+			for _, c := range emu.Collections() {
+				if c.Reference == q.Reference {
+					col = c.ID
+				}
+			}
+			if d, err := emu.PayerAct(col, xaalis.ProviderSuccess); err != nil || !d.Lost {
+				t.Fatalf("the payer pays the lost one: %+v %v", d, err)
+			}
+			var v txRecord
+			e.do(call{method: "POST", path: "/v1/payments/" + q.ID + "/verify", key: keys.SecretLive, idem: "verify-lost"}).want(t, 200, "").data(t, &v)
+			if v.Status != "success" || providerRef(t, e, q.ID) != col {
+				t.Fatalf("verify of a lost answer: %+v", v)
+			}
+			e.clock.Advance(2 * time.Minute)
+			if _, err := e.app.ExpireDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("a paid pending payment at expires_at: %s", st)
+			}
+			e.ledgerOK(t)
+		})
 	})
 }
 
@@ -401,5 +448,34 @@ func TestNotificationByReferenceRace(t *testing.T) {
 			t.Fatalf("after the pending then the success notification: %s", st)
 		}
 		e.ledgerOK(t)
+	})
+}
+
+// TestCheckoutAfterLostAnswer: the hosted page of a payment whose
+// provider's answer was lost (503) offers that provider only, and refuses
+// another: it could collect the payer a second time.
+func TestCheckoutAfterLostAnswer(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		r, _ := e.pay(t, keys.SecretTest, "lost-page", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`)
+		r.want(t, 503, xaalis.EGatewayUnavailable)
+		var p txRecord
+		e.do(call{method: "GET", path: "/v1/payments/lost-page", key: keys.SecretTest}).want(t, 200, "").data(t, &p)
+		ctx := context.Background()
+		v, err := e.app.Checkout(ctx, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Providers) != 1 || v.Providers[0].ID != "channel_a" {
+			t.Fatalf("the page offers %+v", v.Providers)
+		}
+		if _, err := e.app.ChooseProvider(ctx, p.ID, "channel_b", "+221771234593"); xaalis.ErrorCode(err) != xaalis.EValidation {
+			t.Fatalf("another provider: %v", err)
+		}
+		// The same provider is asked again (the same reference).
+		if _, err := e.app.ChooseProvider(ctx, p.ID, "channel_a", "+221771234593"); err != nil {
+			t.Fatalf("the same provider again: %v", err)
+		}
 	})
 }

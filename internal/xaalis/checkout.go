@@ -40,12 +40,19 @@ func (a *App) Checkout(ctx context.Context, id string) (*CheckoutView, error) {
 			return nil, fmt.Errorf("checkout providers: %w", err)
 		}
 		for i, verdict := range verdicts {
-			if len(verdict.errs) == 0 {
+			if len(verdict.errs) == 0 && (!t.sentUnanswered() || infos[i].ID == t.Provider) {
 				v.Providers = append(v.Providers, infos[i])
 			}
 		}
 	}
 	return v, nil
+}
+
+// sentUnanswered reports whether t was sent to its provider and its
+// answer lost (503 gateway_unavailable: a timeout may have reached the
+// provider), so that only that provider may be asked again.
+func (t *Transaction) sentUnanswered() bool {
+	return t.answerLost() && t.FailureReason == string(EGatewayUnavailable)
 }
 
 // CheckoutPayment returns the payment behind a payment URL, without the
@@ -109,6 +116,12 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 	provider = strings.TrimSpace(provider)
 	if provider == "" {
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"provider": {"is required"}}}
+	}
+	if t.sentUnanswered() && provider != t.Provider {
+		// Its provider may have it already (its answer was lost): another
+		// would collect the payer a second time.
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"provider": {
+			fmt.Sprintf("the payment was sent to %s, whose answer was lost: it can only be tried there again", t.Provider)}}}
 	}
 	if phone = strings.TrimSpace(phone); phone == "" {
 		phone = t.PayerPhone

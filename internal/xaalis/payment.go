@@ -946,6 +946,13 @@ func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transactio
 	if err != nil {
 		return nil, err
 	}
+	if t.answerLost() {
+		// Its provider may hold it under its reference: asked, it settles
+		// or goes pending as the lost answer would have left it.
+		if in, err := a.Gateway.Collection(ctx, t.Mode, t.Provider, t.Reference); err == nil {
+			return a.adoptFound(ctx, t.ID, in)
+		}
+	}
 	if !t.Status.Open() || t.ProviderRef == "" {
 		return a.finish(ctx, t.ID, nil)
 	}
@@ -957,6 +964,38 @@ func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transactio
 		return nil, err
 	}
 	return a.finish(ctx, t.ID, &st)
+}
+
+// adoptFound gives a payment whose initiation answer was lost what its
+// provider answered about its reference (in), and runs the request's
+// commit hook.
+func (a *App) adoptFound(ctx context.Context, id string, in Initiation) (*Transaction, error) {
+	var out *Transaction
+	err := a.update(ctx, func(tx Tx) error {
+		t, err := tx.TransactionForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.answerLost() {
+			t.Route, t.RouteReason = in.Route, in.RouteReason
+			if err := a.adopt(ctx, tx, t, in.ProviderRef, in.State, in.Reason); err != nil {
+				return err
+			}
+		}
+		out = a.decorate(t)
+		return RunCommitHook(ctx, tx, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// answerLost reports whether t is a payment sent to its provider whose
+// answer never came: initiated, with a provider but without its id. The
+// provider may hold it under its reference.
+func (t *Transaction) answerLost() bool {
+	return t.Type == TypePayment && t.Status == StatusInitiated && t.Provider != "" && t.ProviderRef == ""
 }
 
 // finish applies a provider status (when given) to a payment, records the
@@ -1200,9 +1239,22 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 		// back may have been paid, its notification lost too: the provider
 		// is asked by reference, outside the transaction, before it ends.
 		var probe *Initiation
-		if d.Status == StatusInitiated && d.Provider != "" && d.ProviderRef == "" && a.Gateway != nil {
+		if d.answerLost() && a.Gateway != nil {
+			// Asked once: a provider unreachable then leaves it to expire
+			// (waiting for it would hold back every expiry behind it).
 			if in, err := a.Gateway.Collection(ctx, d.Mode, d.Provider, d.Reference); err == nil {
 				probe = &in
+			}
+		}
+		// A pending payment whose notification was lost: its provider is
+		// asked once more, as reconciliation would (a payment shorter than
+		// reconcile_after_seconds is never polled otherwise).
+		var final *ProviderStatus
+		if d.Status == StatusPending && d.ProviderRef != "" && a.Gateway != nil {
+			if st, err := a.Gateway.Status(ctx, d.Mode, d.Provider, d.Route, d.ProviderRef); err == nil {
+				if _, _, ok := outcome(st.State); ok {
+					final = &st
+				}
 			}
 		}
 		expired := false
@@ -1214,6 +1266,9 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 			// Another process may have moved it since it was read.
 			if !t.Status.Open() || t.ExpiresAt.After(a.now()) {
 				return nil
+			}
+			if final != nil && t.Status == StatusPending && t.ProviderRef == d.ProviderRef {
+				return a.settle(ctx, tx, t, final.State, final.Reason)
 			}
 			if probe != nil && t.Status == StatusInitiated && t.ProviderRef == "" {
 				// The route that knew it (its refunds go there first).
