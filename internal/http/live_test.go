@@ -53,6 +53,23 @@ func (e *env) status(t *testing.T, key, id string) string {
 	return p.Status
 }
 
+// payerPays has the emulator's payer approve collection col of payment
+// id: its notification delivered, the payment is success, with one event.
+func (e *env) payerPays(t *testing.T, emu *provider.Emulator, key, id, col string) provider.Delivery {
+	t.Helper()
+	d, err := emu.PayerAct(col, xaalis.ProviderSuccess)
+	if err != nil || !d.Sent || d.Status != http.StatusOK {
+		t.Fatalf("the provider's notification: %+v, %v", d, err)
+	}
+	if st := e.status(t, key, id); st != "success" {
+		t.Fatalf("after the payer paid: %s", st)
+	}
+	if evs := e.events(t, id); len(evs) != 1 || evs[0] != xaalis.EventPaymentSuccess {
+		t.Fatalf("events %v", evs)
+	}
+	return d
+}
+
 // postNotification sends a provider notification signed with secret.
 func (e *env) postNotification(t *testing.T, prov, secret string, ev provider.Event, at time.Time) *response {
 	t.Helper()
@@ -76,16 +93,7 @@ func TestLivePayments(t *testing.T) {
 				t.Fatalf("live payment: %s", r.body)
 			}
 			ref := providerRef(t, e, p.ID)
-			d, err := emu.PayerAct(ref, xaalis.ProviderSuccess)
-			if err != nil || !d.Sent || d.Status != http.StatusOK {
-				t.Fatalf("the provider's notification: %+v, %v", d, err)
-			}
-			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
-				t.Fatalf("after the notification: %s", st)
-			}
-			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPaymentSuccess {
-				t.Fatalf("events %v", evs)
-			}
+			d := e.payerPays(t, emu, keys.SecretLive, p.ID, ref)
 			// The same notification again: 200 duplicate, nothing done.
 			ev := provider.Event{EventID: d.EventID, Type: provider.EventCollectionUpdated, Country: "SN",
 				Collection: provider.EventCollection{ID: ref, Status: "failed"}}
@@ -186,16 +194,7 @@ func TestLivePayments(t *testing.T) {
 			if st := e.status(t, keys.SecretLive, p.ID); st != "pending" || providerRef(t, e, p.ID) != col.ID {
 				t.Fatalf("after a pending notification: %s %q", st, providerRef(t, e, p.ID))
 			}
-			d, err := emu.PayerAct(col.ID, xaalis.ProviderSuccess)
-			if err != nil || !d.Sent || d.Status != http.StatusOK {
-				t.Fatalf("the provider's notification: %+v, %v", d, err)
-			}
-			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
-				t.Fatalf("after the payer paid: %s", st)
-			}
-			if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != xaalis.EventPaymentSuccess {
-				t.Fatalf("events %v", evs)
-			}
+			e.payerPays(t, emu, keys.SecretLive, p.ID, col.ID)
 			// Another provider's notification with that reference names
 			// nothing of its own.
 			ev = provider.Event{EventID: "ev-timeout-other", Type: provider.EventCollectionUpdated, Country: "SN",
