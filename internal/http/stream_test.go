@@ -277,21 +277,24 @@ func TestEventStreamResumePoints(t *testing.T) {
 		// On PostgreSQL an event is before the head once every transaction
 		// that began before it has ended (other tests' too): a stream opened
 		// meanwhile names an older point, or none. Within moments, this one.
-		var s *sseStream
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			s = e.openStream(t, key, "?types=payout.*", "")
-			if m := <-s.msgs; m.comment != "connected" {
-				t.Fatalf("first message %+v", m)
+		opened := func(want string) *sseStream {
+			t.Helper()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				s := e.openStream(t, key, "?types=payout.*", "")
+				if m := <-s.msgs; m.comment != "connected" {
+					t.Fatalf("first message %+v", m)
+				}
+				m := <-s.msgs
+				if !m.isEvent() && m.id == want {
+					return s
+				}
+				if m.isEvent() || time.Now().After(deadline) {
+					t.Fatalf("resume point %+v, want the newest event %s", m, want)
+				}
+				s.res.Body.Close()
 			}
-			m := <-s.msgs
-			if !m.isEvent() && m.id == evs[0].ID {
-				break
-			}
-			if m.isEvent() || time.Now().After(deadline) {
-				t.Fatalf("resume point %+v, want the newest event %s", m, evs[0].ID)
-			}
-			s.res.Body.Close()
 		}
+		s := opened(evs[0].ID)
 		// An event the filter passes over moves the resume point.
 		_, p2 := e.pay(t, key, "rp-2", successBody(""))
 		e.do(call{method: "GET", path: "/v1/events?per_page=1", key: key}).want(t, 200, "").data(t, &evs)
@@ -334,6 +337,12 @@ func TestEventStreamResumePoints(t *testing.T) {
 		if json.Unmarshal(ev.Data, &rec); rec.ID != p3.ID {
 			t.Fatalf("resumed after a day with %s, want %s", rec.ID, p3.ID)
 		}
+		s3.res.Body.Close()
+		// A day later still, a new stream's resume point is that newest
+		// event, however old.
+		e.do(call{method: "GET", path: "/v1/events?per_page=1", key: key}).want(t, 200, "").data(t, &evs)
+		e.clock.Advance(25 * time.Hour)
+		opened(evs[0].ID).res.Body.Close()
 	})
 }
 

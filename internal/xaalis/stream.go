@@ -106,9 +106,10 @@ func (a *App) StreamStart(ctx context.Context, p *Principal, lastEventID string)
 
 // StreamAnchor is the event a new stream (one started without
 // Last-Event-ID at head) can be resumed after: the key's newest event
-// placed before head, from the last StreamResumeWindow; "" when there is
-// none. A client that loses the stream before any event reaches it
-// resumes there, and misses nothing committed meanwhile.
+// placed before head, however old (what follows it is new: StreamStart
+// resumes after it); "" when there is none. A client that loses the
+// stream before any event reaches it resumes there, and misses nothing
+// committed meanwhile.
 func (a *App) StreamAnchor(ctx context.Context, p *Principal, head StreamCursor) (string, error) {
 	e, err := a.Store.StreamLastBefore(ctx, p.Merchant.ID, p.Mode(), head)
 	switch {
@@ -116,8 +117,6 @@ func (a *App) StreamAnchor(ctx context.Context, p *Principal, head StreamCursor)
 		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("stream anchor: %w", err)
-	case a.now().Sub(e.CreatedAt) > StreamResumeWindow:
-		return "", nil
 	}
 	return e.ID, nil
 }
