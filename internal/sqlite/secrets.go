@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -321,8 +322,24 @@ func (s *Store) ResealSecrets(ctx context.Context, limit int, clearOnly bool) (i
 					return fmt.Errorf("vacuum done: %w", err)
 				}
 			}
-			_, err := q.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
-			return err
+			// Until it completes: a reader of the moment, or the
+			// checkpointer's own run, leaves it busy, the former values
+			// still in the file.
+			for range 100 {
+				var busy, log, copied int
+				if err := q.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &copied); err != nil {
+					return err
+				}
+				if busy == 0 {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			return errors.New("the log stayed busy for 5 s")
 		}); err != nil {
 			return done, fmt.Errorf("checkpoint: %w", err)
 		}
