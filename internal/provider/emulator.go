@@ -667,8 +667,15 @@ func (e *Emulator) create(p *emuProvider, route string, r *http.Request) (int, a
 	return http.StatusCreated, c.answer()
 }
 
+// read is the collection as the provider's reads answer it.
+func (c *EmulatedCollection) read() Collection {
+	return Collection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason}
+}
+
+// answer is the creation's answer: its state, and what the payer must do
+// while it is pending.
 func (c *EmulatedCollection) answer() Collection {
-	out := Collection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason}
+	out := c.read()
 	if c.Status == xaalis.ProviderPending && c.NextAction != nil {
 		n := *c.NextAction
 		out.NextAction = &n
@@ -692,7 +699,7 @@ func (e *Emulator) get(p *emuProvider, _ string, r *http.Request) (int, any) {
 	if err != nil {
 		return errorBody(err)
 	}
-	return http.StatusOK, Collection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason}
+	return http.StatusOK, c.read()
 }
 
 // byReference answers GET {base}/collections?reference=: the collection
@@ -706,7 +713,7 @@ func (e *Emulator) byReference(p *emuProvider, _ string, r *http.Request) (int, 
 	defer e.mu.Unlock()
 	for _, c := range e.collections {
 		if c.Provider == p.name && c.Reference == ref {
-			return http.StatusOK, Collection{ID: c.ID, Reference: c.Reference, Status: string(c.Status), Reason: c.Reason}
+			return http.StatusOK, c.read()
 		}
 	}
 	return errorBody(emuErr(http.StatusNotFound, CodeNotFound, "no collection with reference %q", ref))
