@@ -315,18 +315,20 @@ func (a *App) subscriptionOutcome(ctx context.Context, tx Tx, s *Subscription, t
 func (a *App) subscriptionPaymentFailed(ctx context.Context, tx Tx, s *Subscription, t *Transaction) error {
 	s.FailedAttempts++
 	s.NextActionAt = a.now().Add(a.Config.SubscriptionRetryDelay())
-	if err := tx.UpdateSubscription(ctx, s); err != nil {
-		return err
-	}
+	// The failed attempt is told with the subscription still active; the
+	// row is written once, expired at the last attempt.
 	if err := a.subscriptionEvent(ctx, tx, s, EventSubscriptionPaymentFailed, t); err != nil {
 		return err
 	}
-	if s.FailedAttempts < a.Config.SubscriptionAttempts() {
-		return nil
+	last := s.FailedAttempts >= a.Config.SubscriptionAttempts()
+	if last {
+		s.Status = SubscriptionExpired
 	}
-	s.Status = SubscriptionExpired
 	if err := tx.UpdateSubscription(ctx, s); err != nil {
 		return err
+	}
+	if !last {
+		return nil
 	}
 	return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
 }
