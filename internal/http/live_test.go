@@ -414,6 +414,21 @@ func (s *refLookupHook) TransactionByReference(ctx context.Context, mode xaalis.
 	return t, err
 }
 
+// lostAnswer is a test payment of ref on channel_a whose provider's
+// answer was lost (the simulated outage, 503): initiated, without the
+// provider's id.
+func (e *env) lostAnswer(t *testing.T, key, ref string) txRecord {
+	t.Helper()
+	r, _ := e.pay(t, key, ref, `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`)
+	r.want(t, 503, xaalis.EGatewayUnavailable)
+	var p txRecord
+	e.do(call{method: "GET", path: "/v1/payments/" + ref, key: key}).want(t, 200, "").data(t, &p)
+	if p.Status != "initiated" || providerRef(t, e, p.ID) != "" {
+		t.Fatalf("after the lost answer: %+v", p)
+	}
+	return p
+}
+
 // TestNotificationByReferenceRace: a payment whose creation answer was
 // lost is given its provider id by one notification (pending) between
 // another's lookup by reference and its transaction (success): the
@@ -422,13 +437,7 @@ func TestNotificationByReferenceRace(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
 		_, keys := e.merchant()
-		r, _ := e.pay(t, keys.SecretTest, "race-1", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`)
-		r.want(t, 503, xaalis.EGatewayUnavailable)
-		var p txRecord
-		e.do(call{method: "GET", path: "/v1/payments/race-1", key: keys.SecretTest}).want(t, 200, "").data(t, &p)
-		if p.Status != "initiated" || providerRef(t, e, p.ID) != "" {
-			t.Fatalf("after the lost answer: %+v", p)
-		}
+		p := e.lostAnswer(t, keys.SecretTest, "race-1")
 		ctx := context.Background()
 		note := func(id string, st xaalis.ProviderState) xaalis.Notification {
 			return xaalis.Notification{EventID: id, Provider: "channel_a", Country: "SN", ProviderRef: "col-race", Reference: p.Reference, State: st}
@@ -457,10 +466,7 @@ func TestCheckoutAfterLostAnswer(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
 		_, keys := e.merchant()
-		r, _ := e.pay(t, keys.SecretTest, "lost-page", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`)
-		r.want(t, 503, xaalis.EGatewayUnavailable)
-		var p txRecord
-		e.do(call{method: "GET", path: "/v1/payments/lost-page", key: keys.SecretTest}).want(t, 200, "").data(t, &p)
+		p := e.lostAnswer(t, keys.SecretTest, "lost-page")
 		ctx := context.Background()
 		v, err := e.app.Checkout(ctx, p.ID)
 		if err != nil {
