@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -186,5 +187,95 @@ func TestWALLimit(t *testing.T) {
 	}
 	if jl != want {
 		t.Errorf("the writer's journal_size_limit is %d, want the checkpointer's %d", jl, want)
+	}
+}
+
+// TestRestartAfterABusyPass: a pass that meets another connection's
+// checkpoint (another process's, the store's own checkpointer's, an
+// online backup's) does not run, and SQLite answers it with a row, not an
+// error: -1 frames in the WAL. Taken for a count, that was a WAL started
+// over, and a file past the limit then changed by no commit was never
+// started over (a CI run under the race detector: no RESTART in 30 s).
+// The pass is tried again at the next poll.
+func TestRestartAfterABusyPass(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	s.ckpt.poll.Store(int64(time.Hour))
+	write := func(name string) {
+		t.Helper()
+		if err := s.Update(ctx, func(xtx xaalis.Tx) error {
+			_, err := xtx.(*Tx).tx.ExecContext(ctx, `INSERT OR REPLACE INTO settings (name, value) VALUES (?, randomblob(40000))`, name)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := func(busyTimeout int) *sql.Conn {
+		t.Helper()
+		db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)", URIPath(s.ckpt.path), busyTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	write("before")
+	// A reader on that snapshot keeps another connection's FULL checkpoint
+	// waiting, and holding the WAL's checkpoint lock, until it ends.
+	reader := conn(0)
+	if _, err := reader.ExecContext(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM settings`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	write("after the reader")
+	full := make(chan error, 1)
+	go func() {
+		var busy, log, copied int
+		full <- conn(60000).QueryRowContext(ctx, `PRAGMA wal_checkpoint(FULL)`).Scan(&busy, &log, &copied)
+	}()
+	probe := conn(0)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var busy, log, copied int
+		if err := probe.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied); err != nil {
+			t.Fatal(err)
+		}
+		if busy == 1 && log == -1 {
+			break // the FULL checkpoint holds the lock
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint held the lock in 10 s: %d, %d, %d", busy, log, copied)
+		}
+	}
+	c, err := newCheckpointer(s.ckpt.path, s.ckpt.restart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	c.limit.Store(16 << 10)
+	c.poll.Store(int64(2 * time.Millisecond))
+	for deadline := time.Now().Add(10 * time.Second); c.busy.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no pass met the other checkpoint in 10 s")
+		}
+	}
+	if _, err := reader.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-full; err != nil {
+		t.Fatal(err)
+	}
+	// A hang guard: the RESTART goes at the next poll.
+	for deadline := time.Now().Add(6 * restartRetry); c.restarted.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no RESTART in %v once the other checkpoint ended, the WAL past the limit", 6*restartRetry)
+		}
 	}
 }
