@@ -115,6 +115,13 @@ func (s *Store) PlanCounts(ctx context.Context) ([]PlanCount, error) {
 // first rerunnable command (group.go); call it before that.
 func (s *Store) SetGroupWorkers(n int) { s.group.workersWanted = n }
 
+// SetMuxWait sets how long a batch's statements wait for its commands
+// still running (muxWait), and returns what puts it back.
+func (s *Store) SetMuxWait(d time.Duration) (restore func()) {
+	old := s.group.muxWait.Swap(int64(d))
+	return func() { s.group.muxWait.Store(old) }
+}
+
 // GroupQueued is how many rerunnable commands wait for a worker.
 func (s *Store) GroupQueued() int { return len(s.group.queue) }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -86,6 +87,9 @@ type group struct {
 	batches[*groupJob]
 	// workersWanted is GroupWorkers when the store opened.
 	workersWanted int
+	// muxWait, when set, replaces the const muxWait (nanoseconds), for
+	// the tests.
+	muxWait atomic.Int64
 }
 
 // updateGrouped runs a rerunnable command in a batch, or alone when group
@@ -202,7 +206,7 @@ func (s *Store) runBatch(ctx context.Context, jobs []*groupJob) (failed int, aga
 	// The commands run at once, their statements sent together
 	// (groupmux.go); each keeps its own rows and sums, added up below in
 	// the commands' order.
-	m := newBatchMux(ctx, c, len(jobs), s.batchLockSetting)
+	m := newBatchMux(ctx, c, len(jobs), s.batchLockSetting, time.Duration(s.group.muxWait.Load()))
 	txs := make([]*Tx, len(jobs))
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup

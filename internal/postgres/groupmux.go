@@ -35,7 +35,8 @@ import (
 // muxWait bounds how long the statements waiting in a mux wait for the
 // commands still running: a command that waits for something else than
 // the database (it should not) delays the others by that much, not for
-// ever.
+// ever. (The tests that count round trips lengthen it, group.muxWait: on
+// a loaded machine a command can be kept off the CPU that long.)
 const muxWait = 2 * time.Millisecond
 
 // batchMux sends the statements of a batch's commands, which run at once,
@@ -64,6 +65,8 @@ type batchMux struct {
 	// gen counts the flushes: a timer started before the last one is
 	// stale.
 	gen int
+	// wait is muxWait, or the store's own (group.muxWait).
+	wait time.Duration
 }
 
 // muxRequest is one command's statements of one round trip, and their
@@ -74,8 +77,11 @@ type muxRequest struct {
 	done chan struct{}
 }
 
-func newBatchMux(ctx context.Context, c *pgxpool.Conn, commands int, batch string) *batchMux {
-	return &batchMux{c: c, ctx: ctx, running: commands, batch: batch}
+func newBatchMux(ctx context.Context, c *pgxpool.Conn, commands int, batch string, wait time.Duration) *batchMux {
+	if wait <= 0 {
+		wait = muxWait
+	}
+	return &batchMux{c: c, ctx: ctx, running: commands, batch: batch, wait: wait}
 }
 
 // send queues b for the next round trip, waits for it, and returns its
@@ -101,7 +107,7 @@ func (m *batchMux) done() {
 	m.mu.Unlock()
 }
 
-// armLocked starts the timer that sends what is pending after muxWait,
+// armLocked starts the timer that sends what is pending after m.wait,
 // when something is and a command still runs. A timer started for an
 // earlier wait (gen) does nothing.
 func (m *batchMux) armLocked() {
@@ -109,7 +115,7 @@ func (m *batchMux) armLocked() {
 		return
 	}
 	gen := m.gen
-	m.timer = time.AfterFunc(muxWait, func() {
+	m.timer = time.AfterFunc(m.wait, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.gen != gen {
