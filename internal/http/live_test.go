@@ -225,6 +225,63 @@ func TestLivePayments(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKRefundPinnedAfterUnknownOutcome", func(t *testing.T) {
+			// A refund whose answer never came back on direct is sent again
+			// on direct only: when direct is down, the aggregator (which may
+			// not share the provider's idempotency) is not asked, and the
+			// refund waits, naming the route.
+			r, p := e.pay(t, keys.SecretLive, "refund-unk-1", `"provider":"channel_a","payer":{"phone":"+221771234574"}`)
+			r.want(t, 201, "")
+			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+				t.Fatal(err)
+			}
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-unk-1",
+				body: `{"transaction_id":"` + p.ID + `","amount":1500}`}).data(t, &rf)
+			if rf.Status != "initiated" || rf.Route == nil || rf.Route.Name != "direct" || rf.Route.Reason != provider.RouteOutcomeUnknown {
+				t.Fatalf("after the timeout: %+v %+v", rf, rf.Route)
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			dispatch := func() {
+				t.Helper()
+				e.clock.Advance(xaalis.DispatchAfter + time.Second)
+				if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			refunds := func() (n int) {
+				for _, x := range emu.Refunds() {
+					if x.Reference == rf.Reference {
+						n++
+						if x.Route != "direct" {
+							t.Fatalf("the refund reached %s", x.Route)
+						}
+					}
+				}
+				return n
+			}
+			dispatch()
+			var again txRecord
+			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			if again.Status != "initiated" || again.Route == nil || again.Route.Name != "direct" || refunds() != 1 {
+				t.Fatalf("with direct down: %+v %+v, %d refunds", again, again.Route, refunds())
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{}); err != nil {
+				t.Fatal(err)
+			}
+			dispatch()
+			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || refunds() != 1 {
+				t.Fatalf("once direct answers: %+v %+v, %d refunds", again, again.Route, refunds())
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("ErrGatewayUnavailable", func(t *testing.T) {
 			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Down: true}); err != nil {
 				t.Fatal(err)

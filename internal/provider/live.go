@@ -251,8 +251,10 @@ func (g *Gateway) tryRoutesWith(ctx context.Context, provider, op string, routes
 			return rt.Name, "", refuse(provider, "The provider %s refused the request: %s (%s).", provider, msg, be.code)
 		case errors.As(err, &rf):
 			if ctx.Err() != nil {
+				// The request may have left: its route is returned, as
+				// for an unknown outcome.
 				b.release()
-				return "", "", unavailable(provider, 5*time.Second, "The request to the provider %s was cancelled.", provider)
+				return rt.Name, "", unavailable(provider, 5*time.Second, "The request to the provider %s was cancelled.", provider)
 			}
 			opened := b.failure(g.now())
 			g.log.Warn("provider route failed", "provider", provider, "route", rt.Name, "op", op, "cause", rf.cause, "unsent", rf.unsent, "err", err)

@@ -109,6 +109,10 @@ func (g *Gateway) PayoutStatus(ctx context.Context, mode xaalis.Mode, provider, 
 // provider whose configuration has refunds false. The Reference is the
 // provider's idempotency key. In live mode it goes to the payment's route
 // first, and to another route only when it provably never left Xaalis.
+// An attempt whose outcome is unknown returns gateway_unavailable with
+// the route it went to (PayoutResult.Route): the caller sends it again
+// there only (RefundRequest.Pinned), since nothing says that another
+// route shares the first one's idempotency.
 func (g *Gateway) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.PayoutResult, error) {
 	p, ok := g.spec(r.Provider)
 	switch {
@@ -136,6 +140,10 @@ func (g *Gateway) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.Pa
 	}
 	return xaalis.PayoutResult{}, fmt.Errorf("provider: refund: unknown mode %q", r.Mode)
 }
+
+// RouteOutcomeUnknown is the route reason of a refund sent to a route
+// that gave no answer: it is sent again there only.
+const RouteOutcomeUnknown = "outcome unknown: sent again on this route only"
 
 // unsupported maps the provider API's payout_unsupported and
 // refund_unsupported refusals to their Xaalis codes.
@@ -222,8 +230,17 @@ func (g *Gateway) liveRefund(ctx context.Context, spec xaalis.ProviderSpec, r xa
 		Currency:     string(r.Amount.Currency),
 	}
 	var out xaalis.PayoutResult
-	pol := policy{unsentOnly: true, refusal: unsupported, unknown: "send it again with the same reference: the provider does not refund twice"}
-	route, reason, err := g.tryRoutesWith(ctx, r.Provider, "refund", orderFrom(spec.Routes, r.Route), pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
+	pol := policy{unsentOnly: true, refusal: unsupported, unknown: "send it again with the same reference, on that route only: the provider does not refund twice"}
+	routes := orderFrom(spec.Routes, r.Route)
+	if r.Pinned {
+		if len(routes) == 0 || routes[0].Name != r.Route {
+			return xaalis.PayoutResult{Route: r.Route, RouteReason: RouteOutcomeUnknown}, unavailable(r.Provider, 5*time.Second,
+				"The refund %s went to the route %s of the provider %s with an unknown outcome, and that route is no longer configured: it is sent to no other.",
+				r.Reference, r.Route, r.Provider)
+		}
+		routes = routes[:1]
+	}
+	route, reason, err := g.tryRoutesWith(ctx, r.Provider, "refund", routes, pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
 		var f Refund
 		if err := g.call(ctx, rt, http.MethodPost, "/refunds", r.Reference, true, body, &f); err != nil {
 			return err
@@ -236,6 +253,9 @@ func (g *Gateway) liveRefund(ctx context.Context, spec xaalis.ProviderSpec, r xa
 		return nil
 	})
 	if err != nil {
+		if route != "" && xaalis.ErrorCode(err) == xaalis.EGatewayUnavailable {
+			return xaalis.PayoutResult{Route: route, RouteReason: RouteOutcomeUnknown}, err
+		}
 		return xaalis.PayoutResult{}, err
 	}
 	out.Route, out.RouteReason = route, reason

@@ -535,6 +535,43 @@ func TestLiveRefunds(t *testing.T) {
 			t.Fatalf("%+v", all)
 		}
 	})
+
+	t.Run("ErrPinnedAfterUnknown", func(t *testing.T) {
+		// The first attempt's outcome is unknown on direct; when it is sent
+		// again direct is down, which before passed it to the aggregator:
+		// a second refund wherever the two routes do not share the
+		// provider's idempotency. Pinned, it waits for direct.
+		e := newLive(t, 300*time.Millisecond)
+		in, _ := e.gw.Initiate(bg, e.request("channel_a", "SN", provider.TestPhoneSuccess, "TXN-LR6"))
+		e.route("channel_a", "direct", map[string]any{"timeout": true})
+		r := xaalis.RefundRequest{Mode: xaalis.ModeLive, Reference: "TXN-LR7", Provider: "channel_a", Route: "direct",
+			PaymentProviderRef: in.ProviderRef, Amount: xaalis.Units(100, xaalis.XOF)}
+		res, err := e.gw.Refund(bg, r)
+		wantCode(t, err, xaalis.EGatewayUnavailable)
+		if res.Route != "direct" || res.RouteReason != provider.RouteOutcomeUnknown {
+			t.Fatalf("%+v: the route of the unknown outcome is not named", res)
+		}
+		e.route("channel_a", "direct", map[string]any{"timeout": false, "down": true})
+		r.Route, r.Pinned = res.Route, true
+		_, err = e.gw.Refund(bg, r)
+		wantCode(t, err, xaalis.EGatewayUnavailable)
+		if e.requests("channel_a", "aggregator") != 0 {
+			t.Fatal("sent to the aggregator after an unknown outcome on direct")
+		}
+		// A route no longer configured: sent nowhere.
+		other := r
+		other.Route = "gone"
+		if _, err := e.gw.Refund(bg, other); xaalis.ErrorCode(err) != xaalis.EGatewayUnavailable || e.requests("channel_a", "aggregator") != 0 {
+			t.Fatalf("%v", err)
+		}
+		e.route("channel_a", "direct", map[string]any{"down": false})
+		if res, err := e.gw.Refund(bg, r); err != nil || res.Route != "direct" {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if all := e.emu.Refunds(); len(all) != 1 || all[0].Route != "direct" {
+			t.Fatalf("%+v", all)
+		}
+	})
 }
 
 func TestEmulatorPayoutAPI(t *testing.T) {

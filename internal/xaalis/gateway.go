@@ -126,10 +126,14 @@ type PayoutResult struct {
 
 // RefundRequest asks a provider to give back part or all of a payment.
 type RefundRequest struct {
-	Mode               Mode
-	Reference          string // the refund's TXN- reference: the idempotency key
-	Provider           string
-	Route              string // the payment's route
+	Mode      Mode
+	Reference string // the refund's TXN- reference: the idempotency key
+	Provider  string
+	// Route is the payment's route, tried first; with Pinned the only
+	// one: an earlier attempt of this refund there has an unknown
+	// outcome, and another route might refund it a second time.
+	Route              string
+	Pinned             bool
 	PaymentProviderRef string
 	Amount             Amount
 }

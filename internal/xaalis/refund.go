@@ -224,9 +224,15 @@ func (a *App) refundRefusal(pay *Transaction) error {
 }
 
 // refundRequest asks the provider to refund r of payment pay.
+// A refund that has a route went there already (an attempt whose outcome
+// is unknown, applyRefundIn): it goes there only.
 func (a *App) refundRequest(r, pay *Transaction) RefundRequest {
-	return RefundRequest{Mode: r.Mode, Reference: r.Reference, Provider: r.Provider, Route: pay.Route,
+	req := RefundRequest{Mode: r.Mode, Reference: r.Reference, Provider: r.Provider, Route: pay.Route,
 		PaymentProviderRef: pay.ProviderRef, Amount: r.Amount}
+	if r.Route != "" {
+		req.Route, req.Pinned = r.Route, true
+	}
+	return req
 }
 
 // dispatchRefund asks the provider to refund (idempotent on the refund's
@@ -306,6 +312,11 @@ func (a *App) applyRefundIn(ctx context.Context, tx Tx, r *Transaction, res *Pay
 		state, reason = ProviderFailed, string(ErrorCode(perr))
 	case perr != nil:
 		r.FailureReason, r.UpdatedAt = string(ErrorCode(perr)), a.now()
+		// The route an attempt whose outcome is unknown went to: the
+		// refund is sent again there only (refundRequest).
+		if res != nil && res.Route != "" && r.Route == "" {
+			r.Route, r.RouteReason = res.Route, res.RouteReason
+		}
 		if err := tx.UpdateTransaction(ctx, r); err != nil {
 			return err
 		}
