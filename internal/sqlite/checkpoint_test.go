@@ -236,10 +236,19 @@ func TestRestartAfterABusyPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("after the reader")
-	full := make(chan error, 1)
+	full, fullConn := make(chan error, 1), conn(60000)
 	go func() {
-		var busy, log, copied int
-		full <- conn(60000).QueryRowContext(ctx, `PRAGMA wal_checkpoint(FULL)`).Scan(&busy, &log, &copied)
+		for {
+			var busy, log, copied int
+			err := fullConn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(FULL)`).Scan(&busy, &log, &copied)
+			if err != nil || busy == 0 {
+				full <- err
+				return
+			}
+			// The probe's checkpoint held the lock (a checkpoint does not
+			// wait for another): again, until this one holds it.
+			time.Sleep(time.Millisecond)
+		}
 	}()
 	probe := conn(0)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
