@@ -392,6 +392,18 @@ func TestSplits(t *testing.T) {
 				}
 			}
 		})
+		t.Run("ErrMerchantKYCRequired", func(t *testing.T) {
+			// A live split moves money as a refund does: not before KYC.
+			e.do(call{method: "POST", path: "/v1/payments/" + p.ID + "/splits", key: keys.SecretLive, idem: "s-kyc",
+				body: `{"items":[` + item(bID, 100) + `]}`}).want(t, 422, xaalis.EMerchantKYCRequired)
+		})
+		t.Run("ErrBeneficiaryField", func(t *testing.T) {
+			// Every error of a beneficiary names the item it is in.
+			r := split(p.ID, "s-ben", item(bID, 100)+","+item(xaalis.NewUUIDv7(), 100)).want(t, 422, xaalis.EValidation)
+			if _, ok := r.err.Errors["items[1].beneficiary_merchant_id"]; !ok || len(r.err.Errors) != 1 {
+				t.Fatalf("fields %v", r.err.Errors)
+			}
+		})
 		t.Run("OKThenExceeds", func(t *testing.T) {
 			r := split(p.ID, "s-3", item(bID, 3000)+","+item(cID, 2000)).want(t, 201, "")
 			var items []struct{ ID, Status, Amount string }

@@ -55,10 +55,15 @@ func (s *SplitItem) MarshalJSON() ([]byte, error) {
 // (total_split, transaction_amount), splits_exceed_transaction_amount,
 // beneficiary_not_active (beneficiary_merchant_id), validation_error,
 // amount_must_be_positive, insufficient_balance, not_found,
-// livemode_mismatch.
+// livemode_mismatch, merchant_kyc_required (live mode).
 func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in SplitInput) ([]*SplitItem, error) {
 	if err := p.Merchant.ActiveError(); err != nil {
 		return nil, err
+	}
+	// A split moves money to another merchant: a live one, as any other
+	// money-moving call, waits for the merchant's KYC.
+	if p.Mode() == ModeLive && p.Merchant.KYC != KYCApproved {
+		return nil, E(EMerchantKYCRequired)
 	}
 	if len(in.Items) == 0 {
 		return nil, E(ESplitItemsRequired)
@@ -116,10 +121,11 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 		return nil, E(ESplitTotalExceedsTransaction, "total_split", units(Amount{Minor: total, Currency: pay.Amount.Currency}),
 			"transaction_amount", units(pay.Amount))
 	}
-	for _, it := range items {
+	for i, it := range items {
+		field := fmt.Sprintf("items[%d].beneficiary_merchant_id", i)
 		b, err := a.Store.Merchant(ctx, it.BeneficiaryID)
 		if errors.Is(err, ErrNotFound) {
-			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"beneficiary_merchant_id": {
+			return nil, &Error{Code: EValidation, Fields: ValidationErrors{field: {
 				fmt.Sprintf("%s is not a merchant", it.BeneficiaryID)}}}
 		} else if err != nil {
 			return nil, err
@@ -130,7 +136,7 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 			return nil, E(EBeneficiaryNotActive, "beneficiary_merchant_id", b.ID)
 		}
 		if b.SettlementCurrency != pay.LedgerAmount().Currency {
-			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"beneficiary_merchant_id": {
+			return nil, &Error{Code: EValidation, Fields: ValidationErrors{field: {
 				fmt.Sprintf("%s settles in %s, the payment in %s", b.ID, b.SettlementCurrency, pay.LedgerAmount().Currency)}}}
 		}
 	}
