@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -281,6 +282,56 @@ func TestLivePayments(t *testing.T) {
 				t.Fatalf("once direct answers: %+v %+v, %d refunds", again, again.Route, refunds())
 			}
 			e.ledgerOK(t)
+		})
+		t.Run("ErrSecondChoiceWhileTheFirstIsSent", func(t *testing.T) {
+			// Two choices on the hosted page at once: the second, made while
+			// the first provider has not answered, is refused, and one
+			// collection is started, not two.
+			r, p := e.pay(t, keys.SecretLive, "choice-1", `"payer":{"phone":"+221771234575"}`)
+			r.want(t, 201, "")
+			if err := emu.SetRoute("channel_b", "direct", provider.RouteSwitches{LatencyMS: 800}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_b", "direct", provider.RouteSwitches{})
+			choose := func(prov string) *response {
+				return e.do(call{method: "POST", path: "/checkout/" + p.ID + "/provider",
+					body:   url.Values{"provider": {prov}, "phone": {"+221771234575"}}.Encode(),
+					header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+			}
+			first := make(chan *response, 1)
+			go func() { first <- choose("channel_b") }()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				cur, err := e.app.Store.Transaction(context.Background(), "", p.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cur.Provider == "channel_b" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the first choice was not recorded")
+				}
+			}
+			if r := choose("channel_c"); r.status != 303 || !strings.Contains(r.header.Get("Location"), "e=") {
+				t.Fatalf("the second choice: %d %s", r.status, r.header.Get("Location"))
+			}
+			if r := <-first; r.status != 303 || strings.Contains(r.header.Get("Location"), "e=") {
+				t.Fatalf("the first choice: %d %s", r.status, r.header.Get("Location"))
+			}
+			var got txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + p.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &got)
+			if got.Status != "pending" || *got.Provider != "channel_b" || got.NextAction == nil || got.NextAction.Type != "otp" {
+				t.Fatalf("after the choices: %+v", got)
+			}
+			n := 0
+			for _, c := range emu.Collections() {
+				if c.Reference == p.Reference {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%d collections started for one payment", n)
+			}
 		})
 		t.Run("ErrGatewayUnavailable", func(t *testing.T) {
 			if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Down: true}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // CheckoutView is what the hosted payment page shows: the payment, its
@@ -50,10 +51,20 @@ func (a *App) Checkout(ctx context.Context, id string) (*CheckoutView, error) {
 
 // sentUnanswered reports whether t was sent to its provider and its
 // answer lost (503 gateway_unavailable: a timeout may have reached the
-// provider), so that only that provider may be asked again.
+// provider), or never recorded (FailureReason empty: the request is on
+// its way, or its process stopped before the answer), so that only that
+// provider may be asked again.
 func (t *Transaction) sentUnanswered() bool {
-	return t.answerLost() && t.FailureReason == string(EGatewayUnavailable)
+	return t.answerLost() && (t.FailureReason == string(EGatewayUnavailable) || t.FailureReason == "")
 }
+
+// ChoiceInFlight is how long after a provider is chosen for a payment
+// (on the hosted page, or at creation) another choice is refused while
+// that provider has not answered: longer than a provider call with its
+// failovers. Two choices at once would otherwise start two collections.
+// Past it (its process stopped before the answer), the payment may be
+// sent again to the same provider only.
+const ChoiceInFlight = 2 * time.Minute
 
 // CheckoutPayment returns the payment behind a payment URL, without the
 // page's provider list (the status poll needs no more); not_found for
@@ -144,6 +155,16 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 		}
 		if cur.Status != StatusInitiated || cur.ProviderRef != "" {
 			return &Error{Code: EValidation, Fields: ValidationErrors{"provider": {"the payment is no longer waiting for a provider"}}}
+		}
+		// Read again under the row's lock: a choice made meanwhile (two
+		// posts at once) is on its way to its provider.
+		if cur.answerLost() && cur.FailureReason == "" && a.now().Sub(cur.UpdatedAt) < ChoiceInFlight {
+			return &Error{Code: EValidation, Fields: ValidationErrors{"provider": {
+				fmt.Sprintf("the payment is being sent to %s: it is no longer waiting for a provider", cur.Provider)}}}
+		}
+		if cur.sentUnanswered() && provider != cur.Provider {
+			return &Error{Code: EValidation, Fields: ValidationErrors{"provider": {
+				fmt.Sprintf("the payment was sent to %s, whose answer was lost: it can only be tried there again", cur.Provider)}}}
 		}
 		if err := a.countPayerPhone(ctx, tx, cur, phone); err != nil {
 			return err
