@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xaalis/xaalis/internal/provider"
 )
@@ -64,5 +65,35 @@ func TestHostedCheckout(t *testing.T) {
 		}
 		e.do(call{method: "GET", path: "/v1/checkout.js"}).want(t, 200, "")
 		e.do(call{method: "GET", path: "/checkout-assets/checkout.css"}).want(t, 200, "")
+	})
+}
+
+// TestHostedChoiceAfterExpiry: past its expires_at a payment starts no
+// collection, though the expiry job has not run yet: the choice is
+// refused and the payment stays as it was.
+func TestHostedChoiceAfterExpiry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "late-choice", `"expires_in":60,"payer":{"phone":"+221771234567"}`)
+		choose := func() *response {
+			return e.do(call{method: "POST", path: "/checkout/" + p.ID + "/provider",
+				body:   url.Values{"provider": {"channel_b"}}.Encode(),
+				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		}
+		e.clock.Advance(61 * time.Second)
+		if r := choose(); r.status != 303 || !strings.Contains(r.header.Get("Location"), "e=") {
+			t.Fatalf("a choice after expires_at: %d %s", r.status, r.header.Get("Location"))
+		}
+		var got txRecord
+		e.do(call{method: "GET", path: "/v1/payments/" + p.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &got)
+		if got.Status != "initiated" || got.Provider != nil {
+			t.Fatalf("after a refused choice: %+v", got)
+		}
+		// Before expires_at, the same choice goes through.
+		e.clock.Advance(-61 * time.Second)
+		if r := choose(); r.status != 303 || strings.Contains(r.header.Get("Location"), "e=") {
+			t.Fatalf("a choice in time: %d %s", r.status, r.header.Get("Location"))
+		}
 	})
 }

@@ -156,6 +156,11 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 		if cur.Status != StatusInitiated || cur.ProviderRef != "" {
 			return &Error{Code: EValidation, Fields: ValidationErrors{"provider": {"the payment is no longer waiting for a provider"}}}
 		}
+		// A payment past its expires_at starts no collection: the expiry,
+		// which runs every few seconds, ends it.
+		if !a.now().Before(cur.ExpiresAt) {
+			return &Error{Code: EValidation, Fields: ValidationErrors{"provider": {"the payment has expired: a provider can no longer be chosen"}}}
+		}
 		// Read again under the row's lock: a choice made meanwhile (two
 		// posts at once) is on its way to its provider.
 		if cur.answerLost() && cur.FailureReason == "" && a.now().Sub(cur.UpdatedAt) < ChoiceInFlight {
