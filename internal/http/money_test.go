@@ -344,6 +344,46 @@ func TestRefundCarriesPaymentMetadata(t *testing.T) {
 	})
 }
 
+// TestFXPartialRefunds: the refunds of a payment in another currency than
+// its merchant's are worth, together, exactly what the payment was worth:
+// ten refunds of 1 EUR of a 10 EUR payment (6559.57 XOF) debit 6559.57,
+// where each rounded on its own debited 6559.60.
+func TestFXPartialRefunds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		for _, c := range []struct {
+			ref    string
+			amount int
+		}{{"fx-r1", 1}, {"fx-r2", 2}, {"fx-r3", 3}} {
+			_, p := e.pay(t, keys.SecretTest, c.ref, `"currency":"EUR","amount":10,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+			if p.Status != "success" || p.SettlementAmount != "6559.57" {
+				t.Fatalf("payment: %+v", p)
+			}
+			var total int64
+			for left, i := 10, 0; left > 0; i++ {
+				amount := min(c.amount, left)
+				left -= amount
+				var rf txRecord
+				e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: fmt.Sprint(c.ref, "-", i),
+					body: fmt.Sprintf(`{"transaction_id":"%s","amount":%d}`, p.ID, amount)}).want(t, 201, "").data(t, &rf)
+				var whole, cents int64
+				if _, err := fmt.Sscanf(rf.SettlementAmount, "%d.%d", &whole, &cents); err != nil || rf.SettlementCurrency != "XOF" {
+					t.Fatalf("refund %d: %+v", i, rf)
+				}
+				total += whole*100 + cents
+			}
+			if total != 655957 {
+				t.Fatalf("refunds of %d EUR: worth %d XOF cents together, the payment 655957", c.amount, total)
+			}
+			if st := e.status(t, keys.SecretTest, p.ID); st != "refunded" {
+				t.Fatalf("payment %s", st)
+			}
+		}
+		e.ledgerOK(t)
+	})
+}
+
 func TestRefunds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))

@@ -163,14 +163,17 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 		}
 		if cur.SettlementAmount != nil {
 			// The rate frozen at the payment gives the refund's worth in the
-			// ledger's currency; the last refund takes what remains, so the
-			// refunds of a payment add up to its settlement amount exactly.
-			s := Convert(amount, cur.SettlementAmount.Currency, new(big.Rat).SetFrac64(cur.SettlementAmount.Minor, cur.Amount.Minor))
-			if amount.Minor == left {
-				refundedLedger := Convert(Amount{Minor: done, Currency: cur.Amount.Currency}, cur.SettlementAmount.Currency,
-					new(big.Rat).SetFrac64(cur.SettlementAmount.Minor, cur.Amount.Minor))
-				s.Minor = cur.SettlementAmount.Minor - refundedLedger.Minor
+			// ledger's currency: what the refunds so far and this one are
+			// worth together, less what those before it are worth, so that
+			// the refunds of a payment add up to its settlement amount
+			// exactly. Each rounded on its own, they drifted (ten refunds
+			// of 1 EUR of a 10 EUR payment debited 0.03 XOF more than it
+			// had credited).
+			rate := new(big.Rat).SetFrac64(cur.SettlementAmount.Minor, cur.Amount.Minor)
+			worth := func(minor int64) int64 {
+				return Convert(Amount{Minor: minor, Currency: cur.Amount.Currency}, cur.SettlementAmount.Currency, rate).Minor
 			}
+			s := Amount{Minor: worth(done+amount.Minor) - worth(done), Currency: cur.SettlementAmount.Currency}
 			r.SettlementAmount, r.ExchangeRate = &s, cur.ExchangeRate
 		}
 		r.DispatchedAt = &now
