@@ -20,7 +20,7 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	// Opening the store applies the migrations.
-	return withApp(ctx, *db, func(*xaalis.App) error {
+	return withApp(ctx, *db, getenv, func(*xaalis.App) error {
 		fmt.Fprintln(stdout, "migrations applied")
 		return nil
 	})
@@ -39,7 +39,7 @@ func cmdMerchantCreate(ctx context.Context, args []string, getenv func(string) s
 	if *name == "" {
 		return usagef("merchant create: --name is required")
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		m, keys, err := app.CreateMerchant(ctx, xaalis.MerchantCreate{
 			Name: *name, Country: xaalis.Country(*country), SettlementCurrency: xaalis.Currency(*currency),
 		})
@@ -137,7 +137,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 		}
 		u.PayoutsEnabled = &on
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		m, err := app.UpdateMerchant(ctx, pos[0], u)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("merchant %s not found", pos[0])
@@ -219,7 +219,7 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 		t = t.UTC()
 		in.ExpiresAt = &t
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		k, secret, err := app.CreateKey(ctx, in)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("merchant %s not found", *merchant)
@@ -245,7 +245,7 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 	if len(pos) != 1 {
 		return usagef("key revoke: expected one key ID")
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		k, err := app.RevokeKey(ctx, pos[0])
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("key %s not found", pos[0])

@@ -122,21 +122,28 @@ func existingDatabase(url string) error {
 // a database holds already: an SQLite path with no database is refused
 // rather than made (a mistyped path would leave an empty database
 // behind, and the command would find nothing in it).
-func withExistingApp(ctx context.Context, db string, fn func(*xaalis.App) error) error {
+func withExistingApp(ctx context.Context, db string, getenv func(string) string, fn func(*xaalis.App) error) error {
 	if err := existingDatabase(db); err != nil {
 		return err
 	}
-	return withApp(ctx, db, fn)
+	return withApp(ctx, db, getenv, fn)
 }
 
-// withApp opens the database a command names and runs fn with an App on it.
-func withApp(ctx context.Context, db string, fn func(*xaalis.App) error) error {
+// withApp opens the database a command names and runs fn with an App on
+// it. The App's public address is serve's XAALIS_PUBLIC_URL when set: the
+// events an operator's command writes (a payment marked refunded, a
+// dispute decided) carry the payment_url the server's would.
+func withApp(ctx context.Context, db string, getenv func(string) string, fn func(*xaalis.App) error) error {
 	s, err := openStore(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	return fn(xaalis.NewApp(s))
+	app := xaalis.NewApp(s)
+	if u := strings.TrimSpace(getenv("XAALIS_PUBLIC_URL")); u != "" {
+		app.BaseURL = u
+	}
+	return fn(app)
 }
 
 // boolEnv parses a boolean environment variable.

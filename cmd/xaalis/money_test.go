@@ -89,9 +89,22 @@ func TestOperatorCLI(t *testing.T) {
 		id := pay("cli-b", "channel_b")
 		r := s.do(t, "POST", "/v1/refunds", key, `{"transaction_id":"`+id+`","amount":1000}`).want(t, 422, "refund_not_supported")
 		_ = r
-		out := mustCLI(t, noEnv, "payment", "mark-refunded", id, "--note", "paid back by payout po-9", "--database-url", db)
+		// The event it writes names the hosted page at the public address
+		// serve's own would (XAALIS_PUBLIC_URL), not at localhost:8080.
+		out := mustCLI(t, envOf("XAALIS_PUBLIC_URL", "https://pay.example.com"), "payment", "mark-refunded", id, "--note", "paid back by payout po-9", "--database-url", db)
 		if !strings.Contains(out, "refunded") {
 			t.Fatalf("mark-refunded: %s", out)
+		}
+		var evs struct {
+			Data []struct {
+				Data struct {
+					PaymentURL string `json:"payment_url"`
+				}
+			}
+		}
+		_ = json.Unmarshal(s.do(t, "GET", "/v1/events?type=payment.refunded", key, "").want(t, 200, "").body, &evs)
+		if len(evs.Data) != 1 || evs.Data[0].Data.PaymentURL != "https://pay.example.com/checkout/"+id {
+			t.Fatalf("payment.refunded events: %+v", evs)
 		}
 		var p struct{ Data struct{ Status string } }
 		_ = json.Unmarshal(s.do(t, "GET", "/v1/payments/"+id, key, "").want(t, 200, "").body, &p)

@@ -47,7 +47,7 @@ func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(stri
 		t = t.UTC()
 		expiry = &t
 	}
-	return withApp(ctx, *db, func(app *xaalis.App) error {
+	return withApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		t, secret, err := app.CreateOperatorToken(ctx, *name, expiry)
 		if err != nil {
 			return describe(err, "name", "expires_at")
@@ -81,7 +81,7 @@ func cmdOperatorTokenList(ctx context.Context, args []string, getenv func(string
 	if fs.NArg() > 0 {
 		return usagef("operator token list: unexpected argument %q", fs.Arg(0))
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		list, err := app.OperatorTokens(ctx)
 		if err != nil {
 			return err
@@ -126,7 +126,7 @@ func cmdOperatorTokenRevoke(ctx context.Context, args []string, getenv func(stri
 	if len(pos) != 1 {
 		return usagef("operator token revoke: expected one token ID")
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		t, err := app.RevokeOperatorToken(ctx, pos[0])
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("operator token %s not found", pos[0])
@@ -154,7 +154,7 @@ func cmdAuditList(ctx context.Context, args []string, getenv func(string) string
 	if *limit < 1 || *limit > xaalis.MaxPerPage || *page < 1 || *page > xaalis.MaxPage {
 		return usagef("audit list: --limit must be 1 to %d and --page 1 to %d", xaalis.MaxPerPage, xaalis.MaxPage)
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		list, _, err := app.AuditLog(ctx, xaalis.PageRequest{Page: *page, PerPage: *limit})
 		if err != nil {
 			return err
@@ -191,7 +191,7 @@ func cmdPayoutRequest(ctx context.Context, action string, args []string, getenv 
 	if len(pos) != 1 {
 		return usagef("payout-request %s: expected one payout request ID", action)
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		pr, err := app.MovePayoutRequest(ctx, pos[0], xaalis.PayoutRequestAction(action), *reason)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payout request %s not found", pos[0])
@@ -221,7 +221,7 @@ func cmdLedgerCheck(ctx context.Context, args []string, getenv func(string) stri
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		_, ps, err := app.RunLedgerCheck(ctx, false)
 		if err != nil {
 			return err
@@ -250,7 +250,7 @@ func cmdPaymentMarkRefunded(ctx context.Context, args []string, getenv func(stri
 	if len(pos) != 1 {
 		return usagef("payment mark-refunded: expected one payment ID")
 	}
-	return withExistingApp(ctx, *db, func(app *xaalis.App) error {
+	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		t, err := app.MarkRefunded(ctx, pos[0], *note)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payment %s not found", pos[0])
