@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -609,6 +610,85 @@ func TestSimulateAfterPayerActed(t *testing.T) {
 		}
 		if evs := e.events(t, p.ID); len(evs) != 1 || evs[0] != "payment.success" {
 			t.Fatalf("events %v", evs)
+		}
+	})
+}
+
+// TestLimitsUnderConcurrency: payments sent together do not pass a limit
+// together. Thirty payments of 1,000 XOF at once, against a provider's
+// daily limit of 15,000, a merchant's of 12,000 and a payer's ceiling of
+// 9,000: at most as many pass as fit, and the ones sent after them one by
+// one fill the room exactly. (Each read the counters before the others
+// committed: all thirty passed.)
+func TestLimitsUnderConcurrency(t *testing.T) {
+	cases := []struct {
+		name   string
+		fit    int
+		code   xaalis.Code
+		config func(*xaalis.Config)
+		phone  func(i int) string
+	}{
+		{"provider", 15, xaalis.EDailyLimitExceeded, func(cfg *xaalis.Config) {
+			p := cfg.Providers["channel_c"]
+			p.DailyLimit = 15000
+			cfg.Providers = map[string]xaalis.ProviderSpec{"channel_a": cfg.Providers["channel_a"], "channel_b": cfg.Providers["channel_b"], "channel_c": p}
+		}, func(i int) string { return fmt.Sprintf("+22177%03d0001", i) }},
+		{"merchant", 12, xaalis.EMerchantLimitExceeded, func(cfg *xaalis.Config) {
+			cfg.MerchantLimits.Daily = 12000
+		}, func(i int) string { return fmt.Sprintf("+22177%03d0001", i) }},
+		{"payer", 9, xaalis.EBCEAOLimitExceeded, func(cfg *xaalis.Config) {
+			cfg.BCEAO.Tiers = []xaalis.BCEAOTier{{Tier: 1, Ceiling: 9000}}
+			cfg.BCEAO.DefaultTier = 1
+		}, func(int) string { return "+221776660001" }},
+	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+					cfg := *a.Config
+					c.config(&cfg)
+					a.Config = &cfg
+				})
+				_, keys := e.merchant()
+				post := func(i int) *response {
+					ref := fmt.Sprint(c.name, "-", i)
+					body := strings.Replace(payBody(ref, `"provider":"channel_c","payer":{"phone":"`+c.phone(i)+`"}`), `"amount":5000`, `"amount":1000`, 1)
+					return e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: ref, body: body, invalid: true})
+				}
+				var wg sync.WaitGroup
+				status := make([]int, 30)
+				codes := make([]xaalis.Code, 30)
+				for i := range status {
+					wg.Go(func() {
+						r := post(i)
+						status[i], codes[i] = r.status, r.err.Code
+					})
+				}
+				wg.Wait()
+				passed := 0
+				for i, st := range status {
+					switch {
+					case st == 201:
+						passed++
+					case st != 422 || codes[i] != c.code:
+						t.Fatalf("payment %d: %d %s", i, st, codes[i])
+					}
+				}
+				if passed > c.fit {
+					t.Fatalf("%d payments of 1,000 passed a limit that fits %d", passed, c.fit)
+				}
+				for i := 30; ; i++ {
+					r := post(i)
+					if r.status != 201 {
+						r.want(t, 422, c.code)
+						break
+					}
+					passed++
+				}
+				if passed != c.fit {
+					t.Fatalf("%d payments passed in all; %d fit", passed, c.fit)
+				}
+			})
 		}
 	})
 }

@@ -48,6 +48,9 @@ type App struct {
 
 	// replays counts idempotent replays not yet flushed (CountReplay).
 	replays atomic.Int64
+	// inFlight is the limit volume of the payments being created
+	// (reserveLimits).
+	inFlight limitsInFlight
 
 	pepperOnce sync.Once
 	pepper     []byte

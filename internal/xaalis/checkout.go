@@ -145,6 +145,8 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 	}
 	probe := *t
 	probe.PayerPhone = phone
+	ctx, release := a.reserveLimits(ctx, &probe, provider)
+	defer release()
 	if err := a.checkCreation(ctx, m, &probe, provider); err != nil {
 		return nil, err
 	}

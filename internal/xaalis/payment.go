@@ -286,6 +286,10 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 	}
 	m, t, provider, pub := p.Merchant, d.t, d.provider, d.pub
 	ref, now := t.MerchantRef, t.CreatedAt
+	// Its amount is reserved against the limits until it is in the volume
+	// counters, pending or settled, or will not be.
+	ctx, release := a.reserveLimits(ctx, t, provider)
+	defer release()
 	if err := a.checkCreation(ctx, m, t, provider); err != nil {
 		return nil, err
 	}
@@ -681,14 +685,18 @@ func (a *App) prefetchVolumes(ctx context.Context, m *Merchant, t *Transaction, 
 	return context.WithValue(ctx, volumesKey{}, got)
 }
 
-// volume reads a volume, from the prefetched ones when ctx has it.
+// volume reads a volume, from the prefetched ones when ctx has it, with
+// what the process's other payments being created had reserved in its
+// scope before ctx's payment (reserveLimits).
 func (a *App) volume(ctx context.Context, q VolumeQuery) (int64, error) {
+	other := inFlightOf(ctx, q.Scope())
 	if got, ok := ctx.Value(volumesKey{}).(map[volumeQueryKey]int64); ok {
 		if v, ok := got[q.key()]; ok {
-			return v, nil
+			return v + other, nil
 		}
 	}
-	return a.Store.Volume(ctx, q)
+	v, err := a.Store.Volume(ctx, q)
+	return v + other, err
 }
 
 func startOfDay(t time.Time) time.Time {

@@ -1,0 +1,72 @@
+package xaalis
+
+import (
+	"context"
+	"sync"
+)
+
+// limitsInFlight is the limit volume of the payments this process is
+// creating or sending to a provider: read against the limits but not yet
+// in the volume counters (a payment counts there once pending or
+// settled, in the transaction that moves it).
+//
+// The limits are checked against counters read before the command's
+// transaction, so that the writer reads nothing (docs/write-path.md); two
+// payments read at once each found the room the other was about to take,
+// and forty payments of 1,000 XOF sent together all passed a daily limit
+// of 20,000. A payment now reserves its amount here first, and its checks
+// count what the others had reserved before it: of any two, the later
+// one counts the earlier, in the counters once it committed, here until
+// then. A payment just committed and not yet released counts twice for a
+// moment, which can only refuse early, at the very limit. The ledger of
+// reservations is the process's own: two processes on one PostgreSQL
+// database each see only theirs (docs/payments.md).
+type limitsInFlight struct {
+	mu sync.Mutex
+	m  map[string]int64 // volume scope -> minor units of XOF
+}
+
+type inFlightKey struct{}
+
+// reserveLimits reserves t's limit amount in the volume scopes it counts
+// in, through provider, and returns ctx carrying what the process's other
+// payments had reserved in them (a.volume adds it), and the release,
+// which the caller runs once the payment is in the counters or will not
+// be.
+func (a *App) reserveLimits(ctx context.Context, t *Transaction, provider string) (context.Context, func()) {
+	if t.LimitAmount <= 0 {
+		return ctx, func() {}
+	}
+	probe := Transaction{Mode: t.Mode, MerchantID: t.MerchantID, Provider: provider, PayerPhone: t.PayerPhone}
+	scopes := VolumeScopes(&probe)
+	f := &a.inFlight
+	others := make(map[string]int64, len(scopes))
+	f.mu.Lock()
+	if f.m == nil {
+		f.m = map[string]int64{}
+	}
+	for _, s := range scopes {
+		others[s] = f.m[s]
+		f.m[s] += t.LimitAmount
+	}
+	f.mu.Unlock()
+	var once sync.Once
+	return context.WithValue(ctx, inFlightKey{}, others), func() {
+		once.Do(func() {
+			f.mu.Lock()
+			for _, s := range scopes {
+				if f.m[s] -= t.LimitAmount; f.m[s] == 0 {
+					delete(f.m, s)
+				}
+			}
+			f.mu.Unlock()
+		})
+	}
+}
+
+// inFlightOf is what other payments of the process had reserved in scope
+// when ctx's payment reserved its own.
+func inFlightOf(ctx context.Context, scope string) int64 {
+	others, _ := ctx.Value(inFlightKey{}).(map[string]int64)
+	return others[scope]
+}
