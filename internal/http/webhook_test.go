@@ -3,6 +3,7 @@ package http_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -450,4 +451,38 @@ func (f fixedResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAdd
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	return []net.IPAddr{{IP: net.ParseIP(ip)}}, nil
+}
+
+// TestWebhookEndpointLimitConcurrent: thirty creations at once make the
+// account's sixteen endpoints and no more; the others answer 422. (On
+// PostgreSQL each counted the endpoints before the others' inserts: 28.)
+func TestWebhookEndpointLimitConcurrent(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		status := make([]int, 30)
+		var wg sync.WaitGroup
+		for i := range status {
+			wg.Go(func() {
+				status[i] = e.do(call{method: "POST", path: "/v1/webhook-endpoints", key: keys.SecretTest, idem: fmt.Sprint("lim-", i),
+					body: fmt.Sprintf(`{"url":"https://shop.example/hook-%d"}`, i), invalid: true}).status
+			})
+		}
+		wg.Wait()
+		made := 0
+		for i, st := range status {
+			switch st {
+			case 201:
+				made++
+			case 422:
+			default:
+				t.Fatalf("creation %d: %d", i, st)
+			}
+		}
+		var list []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/webhook-endpoints", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+		if made != xaalis.MaxWebhookEndpoints || len(list) != xaalis.MaxWebhookEndpoints {
+			t.Fatalf("%d created, %d listed; at most %d", made, len(list), xaalis.MaxWebhookEndpoints)
+		}
+	})
 }

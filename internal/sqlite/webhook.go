@@ -123,6 +123,12 @@ func (t *Tx) UpdateWebhookEndpoint(ctx context.Context, w *xaalis.WebhookEndpoin
 	return oneRow(res)
 }
 
+// LockWebhookEndpoints does nothing: SQLite's one writer runs one command
+// at a time, so creations of endpoints already count each other's.
+func (t *Tx) LockWebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) error {
+	return nil
+}
+
 // ActiveWebhookEndpoints lists the merchant's endpoints in a mode, not
 // deleted, oldest first, with their secrets opened.
 func (t *Tx) ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode xaalis.Mode) ([]*xaalis.WebhookEndpoint, error) {

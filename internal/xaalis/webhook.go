@@ -240,6 +240,10 @@ type WebhookTx interface {
 	// ActiveWebhookEndpoints lists the merchant's endpoints in a mode, not
 	// deleted, oldest first, with their secrets opened.
 	ActiveWebhookEndpoints(ctx context.Context, merchantID string, mode Mode) ([]*WebhookEndpoint, error)
+	// LockWebhookEndpoints holds, until the transaction ends, the right
+	// to add endpoints of the merchant in mode, so that two creations at
+	// once count each other's endpoint against MaxWebhookEndpoints.
+	LockWebhookEndpoints(ctx context.Context, merchantID string, mode Mode) error
 	// InsertFanOut stores, in ev's transaction, one pending delivery of ev,
 	// due at ev.CreatedAt, for every endpoint of ev's merchant in ev's mode
 	// that is not deleted and is subscribed to ev.Type (Subscribed), in the

@@ -122,6 +122,9 @@ func (a *App) CreateWebhookEndpoint(ctx context.Context, p *Principal, in Webhoo
 	w := &WebhookEndpoint{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), URL: url, Description: desc,
 		Events: events, Format: format, Secret: NewWebhookSecret(), CreatedAt: now, UpdatedAt: now}
 	err := a.update(ctx, func(tx Tx) error {
+		if err := tx.LockWebhookEndpoints(ctx, w.MerchantID, w.Mode); err != nil {
+			return fmt.Errorf("lock webhook endpoints: %w", err)
+		}
 		list, err := tx.ActiveWebhookEndpoints(ctx, w.MerchantID, w.Mode)
 		if err != nil {
 			return err
