@@ -179,18 +179,39 @@ func (d *Dispatcher) RunOnce(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		limit = DefaultBatch
 	}
-	claimedAt := d.now()
-	list, err := d.Store.ClaimDeliveries(ctx, claimedAt, d.lease(), limit)
-	if err != nil {
-		return 0, err
-	}
 	var (
 		wg        sync.WaitGroup
 		mu        sync.Mutex
 		attempted int
 		errs      []error
-		sem       = make(chan struct{}, Concurrency)
 	)
+	_, err := d.start(ctx, limit, make(chan struct{}, Concurrency), &wg, func(did bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if did {
+			attempted++
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	})
+	wg.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return attempted, errors.Join(errs...)
+}
+
+// start claims up to limit due deliveries and starts each as a slot of
+// sem frees, without waiting for them to end: wg counts those running,
+// and done is told of each one's outcome as it ends. It returns how many
+// it claimed.
+func (d *Dispatcher) start(ctx context.Context, limit int, sem chan struct{}, wg *sync.WaitGroup, done func(did bool, err error)) (int, error) {
+	claimedAt := d.now()
+	list, err := d.Store.ClaimDeliveries(ctx, claimedAt, d.lease(), limit)
+	if err != nil {
+		return 0, err
+	}
 	for _, dl := range list {
 		select {
 		case sem <- struct{}{}:
@@ -209,52 +230,74 @@ func (d *Dispatcher) RunOnce(ctx context.Context, limit int) (int, error) {
 		go func(dl *xaalis.Delivery) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			did, err := d.deliver(ctx, dl)
-			mu.Lock()
-			defer mu.Unlock()
-			if did {
-				attempted++
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
+			done(d.deliver(ctx, dl))
 		}(dl)
 	}
-	wg.Wait()
-	return attempted, errors.Join(errs...)
+	return len(list), nil
 }
 
-// Run calls RunOnce every interval until ctx is done; while a batch comes
-// back full it goes on at once.
+// Run sends due deliveries until ctx is done, Concurrency at a time. It
+// claims as many as it has free slots, at once when deliveries commit
+// (Wake), when a retry it scheduled comes due, every interval, and, while
+// its claims come back full, whenever a delivery ends. A round does not
+// wait for its slowest delivery: one receiver that hangs for its 15 s held
+// every other merchant's webhooks as long.
 func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
+	d.init()
 	if every <= 0 {
 		every = time.Second
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
-		start := d.now()
-		n, err := d.RunOnce(ctx, DefaultBatch)
+	sem := make(chan struct{}, Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// ended is told of every delivery that ends: a slot is free, and the
+	// delivery may have scheduled a retry that comes before the poll.
+	ended := make(chan struct{}, Concurrency)
+	done := func(_ bool, err error) {
 		if err != nil && ctx.Err() == nil {
 			d.logger().Error("webhook deliveries", "err", err)
+		}
+		select {
+		case ended <- struct{}{}:
+		default:
+		}
+	}
+	var claimed time.Time // when the last claim started
+	full, claim := false, true
+	for {
+		if claim {
+			claimed = d.now()
+			if free := cap(sem) - len(sem); free > 0 {
+				n, err := d.start(ctx, free, sem, &wg, done)
+				if err != nil && ctx.Err() == nil {
+					d.logger().Error("webhook deliveries", "err", err)
+				}
+				full = err == nil && n >= free
+			} else {
+				full = true // every slot busy: claim again when one frees
+			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		if n >= DefaultBatch && err == nil {
-			continue
-		}
 		var due <-chan time.Time
 		var timer *time.Timer
-		if wait, ok := d.nextRetry(start, every); ok {
+		if wait, ok := d.nextRetry(claimed, every); ok {
 			timer = time.NewTimer(wait)
 			due = timer.C
 		}
+		claim = true
 		select {
 		case <-ctx.Done():
 		case <-t.C:
 		case <-d.Wake:
 		case <-due:
+		case <-ended:
+			// More may be due than there were slots for; otherwise only
+			// the retry timer is set again.
+			claim = full
 		}
 		if timer != nil {
 			timer.Stop()

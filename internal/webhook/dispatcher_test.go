@@ -755,3 +755,36 @@ func TestDispatcherWaitsForDurable(t *testing.T) {
 		t.Fatalf("delivery %+v after the store became durable, %d requests", got, len(rcv.requests()))
 	}
 }
+
+// TestDispatcherRunNoHeadOfLine: a receiver that hangs holds its own
+// delivery, not the others': an event for another endpoint, committed
+// while the hanging attempt waits for its timeout, is delivered at once.
+// (Run waited for every delivery of a round before claiming again: one
+// receiver that hung for its 15 s delayed every merchant's webhooks.)
+func TestDispatcherRunNoHeadOfLine(t *testing.T) {
+	f := newFixture(t)
+	slow := newReceiver(t, f.clock, func(int) int { return 0 }) // hangs
+	fast := newReceiver(t, f.clock, nil)
+	hang := f.endpoint(slow.srv.URL+"/hook", xaalis.Format20260601)
+	f.event(hang, hang.URL, xaalis.Format20260601)
+	d := f.dispatcher()
+	d.Now = time.Now
+	d.Timeout = 10 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx, 20*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+	wait := func(r *receiver, what string) time.Time {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); len(r.requests()) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no request in 5 s", what)
+			}
+		}
+		return time.Now()
+	}
+	wait(slow, "the hanging receiver")
+	ok := f.endpoint(fast.srv.URL+"/hook", xaalis.Format20260601)
+	f.event(ok, ok.URL, xaalis.Format20260601)
+	wait(fast, "the other endpoint, while the first hangs")
+}
