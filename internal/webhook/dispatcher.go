@@ -14,8 +14,10 @@ import (
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
 
-// Concurrency is how many deliveries one RunOnce sends at a time.
-const Concurrency = 8
+// Concurrency is how many deliveries one RunOnce, or Run, sends at a
+// time: enough that an account's sixteen endpoints hanging for their
+// 15 s leave room for every other account's.
+const Concurrency = 32
 
 // DefaultLease is how long a claimed delivery is held.
 const DefaultLease = time.Minute
