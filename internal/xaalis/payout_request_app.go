@@ -39,6 +39,33 @@ const (
 
 var ibanPattern = regexp.MustCompile(`^[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}$`)
 
+// uemoaIBANLength is the length of an IBAN of each UEMOA country.
+var uemoaIBANLength = map[string]int{"SN": 28, "CI": 28, "ML": 28, "BF": 28, "TG": 28, "BJ": 28, "NE": 28, "GW": 25}
+
+// validIBAN reports whether iban (upper case, no spaces) is an IBAN: its
+// form, its length where the country is a UEMOA one, and its check
+// digits (ISO 13616: the number formed by the BBAN, the country's letters
+// as 10 to 35 and the check digits, modulo 97, is 1), so that a mistyped
+// account goes back to the merchant rather than to the operator's queue.
+func validIBAN(iban string) bool {
+	if !ibanPattern.MatchString(iban) {
+		return false
+	}
+	if n, ok := uemoaIBANLength[iban[:2]]; ok && len(iban) != n {
+		return false
+	}
+	rem := 0
+	for _, c := range iban[4:] + iban[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			rem = (rem*10 + int(c-'0')) % 97
+		default: // A-Z, as the pattern has it: two digits
+			rem = (rem*100 + int(c-'A'+10)) % 97
+		}
+	}
+	return rem == 1
+}
+
 // SubmitPayoutRequest asks to withdraw part of the balance: the amount is
 // reserved at once. A merchant may submit 10 a minute; the count lives in
 // the database, so it holds across server processes. Errors:
@@ -77,8 +104,8 @@ func (a *App) SubmitPayoutRequest(ctx context.Context, p *Principal, in PayoutRe
 	if phone == "" && iban == "" {
 		v.Add("destination_phone", "a destination is required: destination_phone or destination_iban")
 	}
-	if iban != "" && !ibanPattern.MatchString(iban) {
-		v.Add("destination_iban", "is not an IBAN")
+	if iban != "" && !validIBAN(iban) {
+		v.Add("destination_iban", "is not an IBAN (its form, length or check digits)")
 	}
 	amount, err := WholeUnits(v, "amount", in.Amount, cur)
 	if err := v.Err(); err != nil {
