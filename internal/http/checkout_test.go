@@ -97,3 +97,31 @@ func TestHostedChoiceAfterExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestHostedActionsOnAPayout: the page's actions on the id of a payout
+// answer 404, as the page itself does, and move nothing.
+func TestHostedActionsOnAPayout(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		e.fund(t, keys.SecretTest, 1, 10000)
+		var po txRecord
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "page-po",
+			body: payoutBody("page-po", 1000, "channel_a", provider.TestPhonePending)}).want(t, 201, "").data(t, &po)
+		e.do(call{method: "GET", path: "/checkout/" + po.ID}).want(t, 404, "")
+		for _, c := range []struct{ path, field, value string }{
+			{"provider", "provider", "channel_b"}, {"otp", "otp", "123456"}, {"simulate", "outcome", "success"}, {"cancel", "x", "y"},
+		} {
+			r := e.do(call{method: "POST", path: "/checkout/" + po.ID + "/" + c.path, body: url.Values{c.field: {c.value}}.Encode(),
+				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+			if r.status != 404 {
+				t.Fatalf("%s on a payout: %d %s", c.path, r.status, r.header.Get("Location"))
+			}
+		}
+		var after txRecord
+		e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &after)
+		if after.Status != po.Status {
+			t.Fatalf("the payout moved: %s, then %s", po.Status, after.Status)
+		}
+	})
+}

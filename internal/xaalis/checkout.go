@@ -66,16 +66,26 @@ func (t *Transaction) sentUnanswered() bool {
 // sent again to the same provider only.
 const ChoiceInFlight = 2 * time.Minute
 
-// CheckoutPayment returns the payment behind a payment URL, without the
-// page's provider list (the status poll needs no more); not_found for
-// anything that is not a payment.
-func (a *App) CheckoutPayment(ctx context.Context, id string) (*Transaction, error) {
+// pagePayment reads the payment a hosted page's action names: not_found
+// for anything that is not a payment, as the page itself answers.
+func (a *App) pagePayment(ctx context.Context, id string) (*Transaction, error) {
 	t, err := a.Store.Transaction(ctx, "", id)
 	if err != nil {
 		return nil, err
 	}
 	if t.Type != TypePayment {
 		return nil, ErrNotFound
+	}
+	return t, nil
+}
+
+// CheckoutPayment returns the payment behind a payment URL, without the
+// page's provider list (the status poll needs no more); not_found for
+// anything that is not a payment.
+func (a *App) CheckoutPayment(ctx context.Context, id string) (*Transaction, error) {
+	t, err := a.pagePayment(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	if t.Publishable() {
 		m, err := a.Store.Merchant(ctx, t.MerchantID)
@@ -109,11 +119,11 @@ func guardReturnURLs(t *Transaction, m *Merchant) {
 // that hide a provider from the page), and validation_error when the
 // payment is no longer waiting for a choice.
 func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*Transaction, error) {
-	t, err := a.Store.Transaction(ctx, "", id)
+	t, err := a.pagePayment(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if t.Type != TypePayment || t.Status != StatusInitiated || t.ProviderRef != "" {
+	if t.Status != StatusInitiated || t.ProviderRef != "" {
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"provider": {
 			fmt.Sprintf("the payment is %s: a provider can no longer be chosen", t.Status)}}}
 	}
@@ -195,7 +205,7 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 // applies the provider's answer. It returns validation_error when the
 // payment awaits no code.
 func (a *App) SubmitOTP(ctx context.Context, id, otp string) (*Transaction, error) {
-	t, err := a.Store.Transaction(ctx, "", id)
+	t, err := a.pagePayment(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +233,7 @@ func (a *App) SubmitOTP(ctx context.Context, id, otp string) (*Transaction, erro
 
 // CheckoutSimulate is the hosted page's test buttons: test payments only.
 func (a *App) CheckoutSimulate(ctx context.Context, id, outcome string) (*Transaction, error) {
-	t, err := a.Store.Transaction(ctx, "", id)
+	t, err := a.pagePayment(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +245,7 @@ func (a *App) CheckoutSimulate(ctx context.Context, id, outcome string) (*Transa
 
 // CheckoutCancel is the payer abandoning the payment on the hosted page.
 func (a *App) CheckoutCancel(ctx context.Context, id string) (*Transaction, error) {
-	t, err := a.Store.Transaction(ctx, "", id)
+	t, err := a.pagePayment(ctx, id)
 	if err != nil {
 		return nil, err
 	}
