@@ -245,6 +245,32 @@ func TestDisputes(t *testing.T) {
 // callback_url, as the payment's own events are, and names the payment's
 // merchant_ref as merchant_reference, in the record and in both webhook
 // formats.
+// TestRefundEventsReachCallbackURL: a refund's events go to its payment's
+// callback_url, as the payment's own and its disputes' do.
+func TestRefundEventsReachCallbackURL(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		const hook = "https://shop.example/hook"
+		_, p := e.pay(t, keys.SecretTest, "rcb-1", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+
+			provider.TestPhoneSuccess+`"},"callback_url":"`+hook+`"`)
+		e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: "rcb-r",
+			body: `{"transaction_id":"` + p.ID + `","amount":3000}`}).want(t, 201, "")
+		for _, typ := range []string{xaalis.EventRefundSuccess, xaalis.EventPaymentPartiallyRefunded} {
+			var evs []struct{ ID string }
+			e.do(call{method: "GET", path: "/v1/events?type=" + typ, key: keys.SecretTest}).want(t, 200, "").data(t, &evs)
+			if len(evs) != 1 {
+				t.Fatalf("%s: %d events", typ, len(evs))
+			}
+			var ev apiEvent
+			e.do(call{method: "GET", path: "/v1/events/" + evs[0].ID, key: keys.SecretTest}).want(t, 200, "").data(t, &ev)
+			if len(ev.Deliveries) != 1 || ev.Deliveries[0].URL != hook {
+				t.Errorf("%s: deliveries %+v, want one to %s", typ, ev.Deliveries, hook)
+			}
+		}
+	})
+}
+
 func TestDisputeEventsReachCallbackURL(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))

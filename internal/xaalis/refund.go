@@ -117,7 +117,9 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 		Status: StatusInitiated, Amount: amount, LimitAmount: 0, Country: pay.Country, Provider: pay.Provider,
 		PayerPhone: pay.PayerPhone, PayerName: pay.PayerName, CustomerID: pay.CustomerID,
 		Description: reason, IdempotencyKey: idemKey, Metadata: refundMetadata(pay),
-		ExpiresAt: now.Add(30 * 24 * time.Hour), CreatedAt: now, UpdatedAt: now,
+		// Its events go where its payment's do, as a dispute's.
+		CallbackURL: pay.CallbackURL,
+		ExpiresAt:   now.Add(30 * 24 * time.Hour), CreatedAt: now, UpdatedAt: now,
 	}
 	resume := false
 	// As for payouts: one transaction with an in-process provider; with a
