@@ -91,7 +91,8 @@ func TestOperatorCLI(t *testing.T) {
 		_ = r
 		// The event it writes names the hosted page at the public address
 		// serve's own would (XAALIS_PUBLIC_URL), not at localhost:8080.
-		out := mustCLI(t, envOf("XAALIS_PUBLIC_URL", "https://pay.example.com"), "payment", "mark-refunded", id, "--note", "paid back by payout po-9", "--database-url", db)
+		// Named by its merchant_ref, as the console names it.
+		out := mustCLI(t, envOf("XAALIS_PUBLIC_URL", "https://pay.example.com"), "payment", "mark-refunded", "cli-b", "--note", "paid back by payout po-9", "--database-url", db)
 		if !strings.Contains(out, "refunded") {
 			t.Fatalf("mark-refunded: %s", out)
 		}

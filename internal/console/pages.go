@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -369,26 +370,21 @@ func (c *Console) disputes(w http.ResponseWriter, r *http.Request, s *session) {
 func (c *Console) disputeOpen(w http.ResponseWriter, r *http.Request, s *session) {
 	key := strings.TrimSpace(r.PostFormValue("payment"))
 	back := "/console/disputes?payment=" + url.QueryEscape(key)
-	found, err := c.App.FindTransactions(r.Context(), key)
-	if err != nil {
+	id, err := c.App.OperatorTransactionID(r.Context(), key)
+	var e *xaalis.Error
+	switch {
+	case errors.Is(err, xaalis.ErrNotFound) || key == "":
+		c.refused(w, r, back, &xaalis.Error{Code: xaalis.EValidation, Fields: xaalis.ValidationErrors{"transaction_id": {
+			"no payment has this id, reference or merchant_ref"}}})
+		return
+	case errors.As(err, &e):
+		c.refused(w, r, back, e)
+		return
+	case err != nil:
 		c.fail(w, r, err)
 		return
 	}
-	var pays []*xaalis.Transaction
-	for _, t := range found {
-		if t.Type == xaalis.TypePayment && t.PayerPhone != key {
-			pays = append(pays, t)
-		}
-	}
-	if len(pays) != 1 {
-		msg := "no payment has this id, reference or merchant_ref"
-		if len(pays) > 1 {
-			msg = "several payments match: give the id or the reference"
-		}
-		c.refused(w, r, back, &xaalis.Error{Code: xaalis.EValidation, Fields: xaalis.ValidationErrors{"transaction_id": {msg}}})
-		return
-	}
-	in := xaalis.DisputeOpen{TransactionID: pays[0].ID, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	in := xaalis.DisputeOpen{TransactionID: id, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	if a := strings.TrimSpace(r.PostFormValue("amount")); a != "" {
 		n, err := strconv.ParseInt(a, 10, 64)
 		if err != nil || n <= 0 || n > 1<<40 {

@@ -279,7 +279,8 @@ func TestDisputeEventsReachCallbackURL(t *testing.T) {
 		const hook = "https://shop.example/hook"
 		_, p := e.pay(t, keys.SecretTest, "dcb-1", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+
 			provider.TestPhoneSuccess+`"},"callback_url":"`+hook+`"`)
-		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p.ID+`","reason":"not received"}`)
+		// Named by its TXN- reference, as the console may name it.
+		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p.Reference+`","reason":"not received"}`)
 		if st != 201 {
 			t.Fatalf("open dispute: %d %v", st, out)
 		}
@@ -793,7 +794,8 @@ func TestConfiguredRetriesAndResponseWindow(t *testing.T) {
 
 		// The dispute is due two days after it opens.
 		_, p := e.pay(t, keys.SecretTest, "cfg-d", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
-		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p.ID+`","reason":"not received"}`)
+		// Named by its TXN- reference, as the console may name it.
+		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+p.Reference+`","reason":"not received"}`)
 		if st != 201 {
 			t.Fatalf("open dispute: %d %v", st, out)
 		}

@@ -82,6 +82,13 @@ type DisputeOpen struct {
 // owed meanwhile), dispute.opened. It returns not_found or
 // validation_error.
 func (a *App) OpenDispute(ctx context.Context, in DisputeOpen) (*Dispute, error) {
+	if strings.TrimSpace(in.TransactionID) != "" {
+		id, err := a.OperatorTransactionID(ctx, in.TransactionID)
+		if err != nil {
+			return nil, err
+		}
+		in.TransactionID = id
+	}
 	var out *Dispute
 	err := a.update(ctx, func(tx Tx) error {
 		d, err := a.openDispute(ctx, tx, in)
@@ -96,7 +103,7 @@ func (a *App) OpenDispute(ctx context.Context, in DisputeOpen) (*Dispute, error)
 
 func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute, error) {
 	if strings.TrimSpace(in.TransactionID) == "" {
-		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"transaction_id": {"is required: the payment's id"}}}
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"transaction_id": {"is required: the payment's id, reference or merchant_ref"}}}
 	}
 	pay, err := tx.TransactionForUpdate(ctx, in.TransactionID)
 	if err != nil {

@@ -530,6 +530,40 @@ func (a *App) FindTransactions(ctx context.Context, key string) ([]*Transaction,
 	return out, nil
 }
 
+// OperatorTransactionID resolves what an operator names a transaction by
+// (the console, the admin API and the CLI alike): its id, its TXN-
+// reference, or a merchant_ref, which must name one payment of all the
+// merchants' (else validation_error; not_found when nothing matches).
+func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, error) {
+	key = strings.TrimSpace(key)
+	if low := strings.ToLower(key); isUUID(low) {
+		return low, nil
+	}
+	found, err := a.FindTransactions(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	var all, pays []*Transaction
+	for _, t := range found {
+		if t.Reference == key || t.MerchantRef == key {
+			all = append(all, t)
+			if t.Type == TypePayment {
+				pays = append(pays, t)
+			}
+		}
+	}
+	switch {
+	case len(pays) == 1:
+		return pays[0].ID, nil
+	case len(all) == 1:
+		return all[0].ID, nil
+	case len(all) == 0:
+		return "", ErrNotFound
+	}
+	return "", &Error{Code: EValidation, Fields: ValidationErrors{"transaction_id": {
+		"several payments match: give the id or the reference"}}}
+}
+
 // TimelineStep is one dated line of a transaction's timeline.
 type TimelineStep struct {
 	At time.Time

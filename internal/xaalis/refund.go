@@ -400,8 +400,12 @@ func (a *App) event(ctx context.Context, tx Tx, t *Transaction, typ string) erro
 // here: the payout already debited the merchant. It returns not_found,
 // non_payment_transaction_refund or transaction_not_refundable.
 func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, error) {
+	id, err := a.OperatorTransactionID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	var out *Transaction
-	err := a.update(ctx, func(tx Tx) error {
+	err = a.update(ctx, func(tx Tx) error {
 		t, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
 			return err
