@@ -286,34 +286,43 @@ func TestLivePayments(t *testing.T) {
 		t.Run("ErrSecondChoiceWhileTheFirstIsSent", func(t *testing.T) {
 			// Two choices on the hosted page at once: the second, made while
 			// the first provider has not answered, is refused, and one
-			// collection is started, not two.
+			// collection is started, not two; also after an earlier choice
+			// was refused, whose reason the payment still carried.
 			r, p := e.pay(t, keys.SecretLive, "choice-1", `"payer":{"phone":"+221771234575"}`)
 			r.want(t, 201, "")
-			if err := emu.SetRoute("channel_b", "direct", provider.RouteSwitches{LatencyMS: 800}); err != nil {
+			choose := func(prov, phone string) *response {
+				return e.do(call{method: "POST", path: "/checkout/" + p.ID + "/provider",
+					body:   url.Values{"provider": {prov}, "phone": {phone}}.Encode(),
+					header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+			}
+			if r := choose("channel_b", provider.TestPhone("SN", "0005")); !strings.Contains(r.header.Get("Location"), "e=gateway_error") {
+				t.Fatalf("a refused choice: %d %s", r.status, r.header.Get("Location"))
+			}
+			if err := emu.SetRoute("channel_b", "direct", provider.RouteSwitches{LatencyMS: 1500}); err != nil {
 				t.Fatal(err)
 			}
 			defer emu.SetRoute("channel_b", "direct", provider.RouteSwitches{})
-			choose := func(prov string) *response {
-				return e.do(call{method: "POST", path: "/checkout/" + p.ID + "/provider",
-					body:   url.Values{"provider": {prov}, "phone": {"+221771234575"}}.Encode(),
-					header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
-			}
 			first := make(chan *response, 1)
-			go func() { first <- choose("channel_b") }()
+			go func() { first <- choose("channel_b", "+221771234575") }()
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 				cur, err := e.app.Store.Transaction(context.Background(), "", p.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cur.Provider == "channel_b" {
+				if cur.Provider == "channel_b" && cur.PayerPhone == "+221771234575" {
 					break
 				}
 				if time.Now().After(deadline) {
 					t.Fatal("the first choice was not recorded")
 				}
 			}
-			if r := choose("channel_c"); r.status != 303 || !strings.Contains(r.header.Get("Location"), "e=") {
+			if r := choose("channel_c", "+221771234575"); r.status != 303 || !strings.Contains(r.header.Get("Location"), "e=") {
 				t.Fatalf("the second choice: %d %s", r.status, r.header.Get("Location"))
+			}
+			select {
+			case <-first:
+				t.Fatal("the first choice ended before the second was answered: the test did not race them")
+			default:
 			}
 			if r := <-first; r.status != 303 || strings.Contains(r.header.Get("Location"), "e=") {
 				t.Fatalf("the first choice: %d %s", r.status, r.header.Get("Location"))

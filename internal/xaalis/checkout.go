@@ -192,7 +192,12 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 		if err != nil {
 			return fmt.Errorf("upsert customer: %w", err)
 		}
+		// An earlier choice's refusal is no longer the last word: with it
+		// cleared, the payment reads as on its way to its provider, and
+		// another choice meanwhile is refused (above). Left, it let two
+		// posts after a refusal start two collections.
 		cur.Provider, cur.PayerPhone, cur.CustomerID, cur.UpdatedAt = provider, phone, c.ID, now
+		cur.FailureReason = ""
 		return tx.UpdateTransaction(ctx, cur)
 	})
 	if err != nil {
