@@ -283,6 +283,49 @@ func TestLivePayments(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKRefundPinnedWhenItsRequestIsCancelled", func(t *testing.T) {
+			// The client gives up while the provider has not answered: the
+			// route is recorded all the same, and the retry with the same
+			// key goes there only, not to the aggregator while direct is
+			// down.
+			r, p := e.pay(t, keys.SecretLive, "refund-cancel-1", `"provider":"channel_a","payer":{"phone":"+221771234576"}`)
+			r.want(t, 201, "")
+			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+				t.Fatal(err)
+			}
+			body := `{"transaction_id":"` + p.ID + `","amount":1000}`
+			req, _ := http.NewRequest("POST", e.srv.URL+"/v1/refunds", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+keys.SecretLive)
+			req.Header.Set("Idempotency-Key", "refund-cancel-1")
+			req.Header.Set("Content-Type", "application/json")
+			if _, err := (&http.Client{Timeout: 300 * time.Millisecond}).Do(req); err == nil {
+				t.Fatal("the refund answered before the client gave up")
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			var rf txRecord
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				r := e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-cancel-1", body: body, invalid: true})
+				if r.status == 409 && time.Now().Before(deadline) {
+					continue // the first request's handler is still at work
+				}
+				r.data(t, &rf)
+				break
+			}
+			if rf.Status != "initiated" || rf.Route == nil || rf.Route.Name != "direct" {
+				t.Fatalf("the refund after a cancelled request: %+v %+v", rf, rf.Route)
+			}
+			for _, x := range emu.Refunds() {
+				if x.Reference == rf.Reference && x.Route != "direct" {
+					t.Fatalf("the refund reached %s", x.Route)
+				}
+			}
+		})
 		t.Run("ErrSecondChoiceWhileTheFirstIsSent", func(t *testing.T) {
 			// Two choices on the hosted page at once: the second, made while
 			// the first provider has not answered, is refused, and one

@@ -213,7 +213,9 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 		return out, nil
 	}
 	res, perr := a.sendPayout(ctx, t)
-	return a.applyPayout(ctx, t.ID, &res, perr)
+	// The provider's answer is recorded though the request that asked
+	// was cancelled meanwhile (CreateRefund does the same).
+	return a.applyPayout(context.WithoutCancel(ctx), t.ID, &res, perr)
 }
 
 // dispatchPayout sends an initiated payout to its provider (asking first,
@@ -254,7 +256,7 @@ func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, erro
 	} else {
 		res, perr = a.sendPayout(ctx, t)
 	}
-	return a.applyPayout(ctx, id, &res, perr)
+	return a.applyPayout(context.WithoutCancel(ctx), id, &res, perr)
 }
 
 func (a *App) sendPayout(ctx context.Context, t *Transaction) (PayoutResult, error) {

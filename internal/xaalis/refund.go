@@ -207,7 +207,11 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 		return out, nil
 	}
 	res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, pay))
-	return a.applyRefund(ctx, r.ID, &res, perr)
+	// The provider's answer, or the route of an attempt whose outcome is
+	// unknown, is recorded though the request that asked was cancelled
+	// meanwhile: unrecorded, the route was lost and the refund could be
+	// sent again elsewhere.
+	return a.applyRefund(context.WithoutCancel(ctx), r.ID, &res, perr)
 }
 
 // refundRefusal is why payment pay cannot be refunded as it was read
@@ -274,7 +278,7 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 		return a.applyRefund(ctx, id, nil, nil)
 	}
 	res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, pay))
-	return a.applyRefund(ctx, id, &res, perr)
+	return a.applyRefund(context.WithoutCancel(ctx), id, &res, perr) // as in CreateRefund
 }
 
 // applyRefund settles a refund by the provider's answer, with its ledger
