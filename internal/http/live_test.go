@@ -644,3 +644,31 @@ func TestCheckoutAfterLostAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestLiveResumeAfterExpiry: a creation left initiated by an unreachable
+// provider, retried after its expires_at, is refused, and no collection
+// is started.
+func TestLiveResumeAfterExpiry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		body := `"provider":"channel_c","expires_in":60,"payer":{"phone":"+221771234577"}`
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Down: true}); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := e.pay(t, keys.SecretLive, "late-resume", body)
+		r.want(t, 503, xaalis.EGatewayUnavailable)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(61 * time.Second)
+		r = e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "late-resume-2", body: payBody("late-resume", body), invalid: true})
+		r.want(t, 422, xaalis.EValidation)
+		var p txRecord
+		e.do(call{method: "GET", path: "/v1/payments/late-resume", key: keys.SecretLive}).want(t, 200, "").data(t, &p)
+		for _, c := range emu.Collections() {
+			if c.Reference == p.Reference {
+				t.Fatalf("a collection was started after expires_at: %+v", c)
+			}
+		}
+	})
+}

@@ -76,7 +76,9 @@ func TestIdempotencyTakeover(t *testing.T) {
 			typ                   xaalis.TxType
 		}{
 			{"payout", "to-po", "/v1/payouts", payoutBody("to-po", 1000, "channel_a", "+221771112233"), xaalis.TypePayout},
-			{"payment", "to-pay", "/v1/payments", payBody("to-pay", `"amount":2000,"provider":"channel_a","payer":{"phone":"+221771234567"}`), xaalis.TypePayment},
+			// A week's life: the takeover below moves B's clock 4 hours on,
+			// and a payment past its expires_at is not resumed.
+			{"payment", "to-pay", "/v1/payments", payBody("to-pay", `"amount":2000,"provider":"channel_a","expires_in":604800,"payer":{"phone":"+221771234567"}`), xaalis.TypePayment},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				idem := "to-" + c.name

@@ -330,6 +330,10 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 			if c != nil {
 				t.CustomerID = c.ID
 			}
+		case resumable(existing, t) && !a.now().Before(existing.ExpiresAt):
+			// Past its expires_at it is sent to no provider: the expiry,
+			// which runs every few seconds, ends it.
+			return merchantRefUsed(existing, pub)
 		case resumable(existing, t):
 			// A retry of a creation whose initiation never reached the
 			// provider: carry on with the same payment.
