@@ -155,6 +155,9 @@ func (a *App) ChooseProvider(ctx context.Context, id, provider, phone string) (*
 	}
 	probe := *t
 	probe.PayerPhone = phone
+	if err := a.checkAlone(ctx, m, &probe, provider); err != nil {
+		return nil, err
+	}
 	ctx, release := a.reserveLimits(ctx, &probe, provider)
 	defer release()
 	if err := a.checkCreation(ctx, m, &probe, provider); err != nil {

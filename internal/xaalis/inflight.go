@@ -17,10 +17,18 @@ import (
 // of 20,000. A payment now reserves its amount here first, and its checks
 // count what the others had reserved before it: of any two, the later
 // one counts the earlier, in the counters once it committed, here until
-// then. A payment just committed and not yet released counts twice for a
-// moment, which can only refuse early, at the very limit. The ledger of
-// reservations is the process's own: two processes on one PostgreSQL
+// then. A payment counts for the others from its reservation to its
+// release, so that near a limit another may be refused for room that a
+// payment then refused (by the provider, or by a later check) did not
+// take after all, or that a payment just committed and not yet released
+// counts twice; the refusals a payment earns by itself (its amounts, the
+// provider's rules) are made before it reserves (checkAlone). The ledger
+// of reservations is the process's own: two processes on one PostgreSQL
 // database each see only theirs (docs/payments.md).
+//
+// A pending payment counts in the hold counters by the minute it was
+// created, for PendingHold: one chosen on the hosted page later than that
+// after its creation is in no counter while pending.
 type limitsInFlight struct {
 	mu sync.Mutex
 	m  map[string]int64 // volume scope -> minor units of XOF
@@ -70,3 +78,17 @@ func inFlightOf(ctx context.Context, scope string) int64 {
 	others, _ := ctx.Value(inFlightKey{}).(map[string]int64)
 	return others[scope]
 }
+
+type noVolumesKey struct{}
+
+// checkAlone is checkCreation without the volume counters or the other
+// payments' reservations: the refusals a payment earns by itself (its
+// amount against the floors and ceilings, the provider's rules, a limit
+// its amount alone passes). It reads nothing from the database. A payment
+// refused by it never reserves room that others would count.
+func (a *App) checkAlone(ctx context.Context, m *Merchant, t *Transaction, provider string) error {
+	return a.checkCreation(context.WithValue(ctx, noVolumesKey{}, true), m, t, provider)
+}
+
+// volumesSkipped reports whether ctx is checkAlone's.
+func volumesSkipped(ctx context.Context) bool { return ctx.Value(noVolumesKey{}) != nil }
