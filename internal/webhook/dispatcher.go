@@ -297,9 +297,11 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 		case <-d.Wake:
 		case <-due:
 		case <-ended:
-			// More may be due than there were slots for; otherwise only
-			// the retry timer is set again.
-			claim = full
+			// More may be due than there were slots for: claimed once a
+			// quarter of the slots is free, not for each (on SQLite a
+			// claim is a write of the one writer). Otherwise only the
+			// retry timer is set again.
+			claim = full && cap(sem)-len(sem) >= cap(sem)/4
 		}
 		if timer != nil {
 			timer.Stop()
