@@ -237,12 +237,17 @@ func TestRestartAfterABusyPass(t *testing.T) {
 	}
 	write("after the reader")
 	full, fullConn := make(chan error, 1), conn(60000)
+	fullDeadline := time.Now().Add(20 * time.Second)
 	go func() {
 		for {
 			var busy, log, copied int
 			err := fullConn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(FULL)`).Scan(&busy, &log, &copied)
 			if err != nil || busy == 0 {
 				full <- err
+				return
+			}
+			if time.Now().After(fullDeadline) {
+				full <- fmt.Errorf("the FULL checkpoint never held the lock in 20 s")
 				return
 			}
 			// The probe's checkpoint held the lock (a checkpoint does not
@@ -278,8 +283,13 @@ func TestRestartAfterABusyPass(t *testing.T) {
 	if _, err := reader.ExecContext(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-full; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-full:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the FULL checkpoint did not end in 30 s once the reader had")
 	}
 	// A hang guard: the RESTART goes at the next poll.
 	for deadline := time.Now().Add(6 * restartRetry); c.restarted.Load() == 0; time.Sleep(5 * time.Millisecond) {
