@@ -311,6 +311,10 @@ func maintain(ctx context.Context, app *xaalis.App, log *slog.Logger, every time
 	for {
 		if every > 0 {
 			due, err := app.LedgerCheckDue(ctx, every)
+			if err == nil && due {
+				// One of the processes that find it due runs it.
+				due, err = app.ClaimScheduledLedgerCheck(ctx, every)
+			}
 			if err != nil && ctx.Err() == nil {
 				log.Error("ledger check schedule", "error", err)
 			} else if due {

@@ -1,8 +1,12 @@
 package http_test
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -31,5 +35,43 @@ func TestPayoutRequestIBAN(t *testing.T) {
 			t.Fatalf("refused withdrawals moved the balance: %+v, then %+v", before, after)
 		}
 		submit(10, "SN08 SN01 0015 2000 0485 0000 3035").want(t, 201, "")
+	})
+}
+
+// TestScheduledLedgerCheckClaimedOnce: of the processes that find the
+// periodic ledger check due at once, one claims it; none again within the
+// interval, one again after it.
+func TestScheduledLedgerCheckClaimedOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		e := newEnv(t, s)
+		other := xaalis.NewApp(s)
+		other.Now = e.app.Now // a second process on the same database
+		ctx := context.Background()
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for _, a := range []*xaalis.App{e.app, other, e.app, other} {
+			wg.Go(func() {
+				ok, err := a.ClaimScheduledLedgerCheck(ctx, time.Hour)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					wins.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d processes claimed the check, want 1", wins.Load())
+		}
+		e.clock.Advance(59 * time.Minute)
+		if ok, err := other.ClaimScheduledLedgerCheck(ctx, time.Hour); ok || err != nil {
+			t.Fatalf("claimed again within the hour: %v %v", ok, err)
+		}
+		e.clock.Advance(2 * time.Minute)
+		if ok, err := other.ClaimScheduledLedgerCheck(ctx, time.Hour); !ok || err != nil {
+			t.Fatalf("not claimed after the hour: %v %v", ok, err)
+		}
 	})
 }

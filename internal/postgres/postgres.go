@@ -291,6 +291,18 @@ func (t *Tx) InsertSettingOnce(ctx context.Context, name string, value []byte) (
 	return tag.RowsAffected() == 1, nil
 }
 
+// ClaimSetting sets a setting when it is absent or below below: the
+// upsert's row lock makes concurrent callers wait, and the one that comes
+// second finds the first's value.
+func (t *Tx) ClaimSetting(ctx context.Context, name string, value, below []byte) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `INSERT INTO settings (name, value) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE settings.value < $3`, name, value, below)
+	if err != nil {
+		return false, fmt.Errorf("claim setting: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // Update runs fn in one READ COMMITTED transaction, committed when fn
 // returns nil and rolled back otherwise. A command marked
 // xaalis.Rerunnable may share its transaction with others (group.go).

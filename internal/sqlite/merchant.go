@@ -120,6 +120,18 @@ func (t *Tx) InsertSettingOnce(ctx context.Context, name string, value []byte) (
 	return n == 1, err
 }
 
+// ClaimSetting sets a setting when it is absent or below below (BLOBs
+// compare byte by byte); the one writer runs one claim at a time.
+func (t *Tx) ClaimSetting(ctx context.Context, name string, value, below []byte) (bool, error) {
+	res, err := t.tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, ?)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE settings.value < ?`, name, value, below)
+	if err != nil {
+		return false, fmt.Errorf("claim setting: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 // AnyMerchant reports whether a merchant exists.
 func (t *Tx) AnyMerchant(ctx context.Context) (bool, error) {
 	var one int

@@ -98,6 +98,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("OperatorSessions", func(t *testing.T) { t.Parallel(); testOperatorSessions(t, open(t)) })
 	t.Run("OpsLists", func(t *testing.T) { t.Parallel(); testOpsLists(t, open(t)) })
 	t.Run("SeedPayments", func(t *testing.T) { t.Parallel(); testSeedPayments(t, open(t)) })
+	t.Run("ClaimSetting", func(t *testing.T) { t.Parallel(); testClaimSetting(t, open(t)) })
 }
 
 func testSettingOnce(t *testing.T, s xaalis.Store) {
@@ -153,6 +154,42 @@ func testSettingOnce(t *testing.T, s xaalis.Store) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testClaimSetting: of callers claiming a setting at once with the same
+// bound, one sets it; a later claim whose bound is past the value sets it
+// again, one whose bound is not does not.
+func testClaimSetting(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	claim := func(value, below string) bool {
+		var ok bool
+		if err := s.Update(ctx, func(tx xaalis.Tx) (err error) {
+			ok, err = tx.ClaimSetting(ctx, "claim", []byte(value), []byte(below))
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
+		return ok
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if claim(fmt.Sprintf("%020d", 100+i), fmt.Sprintf("%020d", 50)) {
+				wins.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d callers claimed the setting, want 1", wins.Load())
+	}
+	if claim(fmt.Sprintf("%020d", 200), fmt.Sprintf("%020d", 100)) {
+		t.Fatal("claimed while the value (100 or more) is not below 100")
+	}
+	if !claim(fmt.Sprintf("%020d", 300), fmt.Sprintf("%020d", 250)) {
+		t.Fatal("not claimed, though the value is below the bound")
 	}
 }
 

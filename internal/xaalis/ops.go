@@ -200,6 +200,24 @@ func (a *App) LedgerCheckDue(ctx context.Context, every time.Duration) (bool, er
 	return c == nil || a.now().Sub(c.At) >= every, nil
 }
 
+// ClaimScheduledLedgerCheck claims the periodic ledger check for this
+// process: true for one of the processes that find it due at once, none
+// again within every. (Each process found it due and ran it: two or three
+// whole-ledger reads, and as many records, every interval.)
+func (a *App) ClaimScheduledLedgerCheck(ctx context.Context, every time.Duration) (bool, error) {
+	now := a.now()
+	stamp := func(t time.Time) []byte { return fmt.Appendf(nil, "%020d", t.UnixMicro()) }
+	var ok bool
+	err := a.Store.Update(ctx, func(tx Tx) (err error) {
+		ok, err = tx.ClaimSetting(ctx, "ledger_check.scheduled", stamp(now), stamp(now.Add(-every)))
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("claim the ledger check: %w", err)
+	}
+	return ok, nil
+}
+
 // MetricsSnapshot is what the metrics read from the database at scrape
 // time: the same in every process.
 type MetricsSnapshot struct {

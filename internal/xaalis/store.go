@@ -183,6 +183,12 @@ type Tx interface {
 	// reports whether this call inserted it. Concurrent callers in other
 	// processes wait for each other, so exactly one gets true.
 	InsertSettingOnce(ctx context.Context, name string, value []byte) (bool, error)
+	// ClaimSetting sets the named setting to value when it is absent or
+	// its value sorts before below (byte order), and reports whether this
+	// call set it. Concurrent callers in other processes wait for each
+	// other, so that of those that pass the same below exactly one gets
+	// true.
+	ClaimSetting(ctx context.Context, name string, value, below []byte) (bool, error)
 	// AnyMerchant reports whether at least one merchant exists.
 	AnyMerchant(ctx context.Context) (bool, error)
 
