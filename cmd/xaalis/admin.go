@@ -59,28 +59,6 @@ func cmdMerchantCreate(ctx context.Context, args []string, getenv func(string) s
 	})
 }
 
-// merchantJSON is how the CLI shows a merchant.
-func merchantJSON(m *xaalis.Merchant) any {
-	ips := make([]string, len(m.AllowIPs))
-	for i, p := range m.AllowIPs {
-		ips[i] = p.String()
-	}
-	providers := m.AllowedProviders
-	if providers == nil {
-		providers = []string{}
-	}
-	hosts := m.ReturnHosts
-	if hosts == nil {
-		hosts = []string{}
-	}
-	return map[string]any{
-		"id": m.ID, "object": "merchant", "name": m.Name, "country": m.Country,
-		"settlement_currency": m.SettlementCurrency, "status": m.Status, "kyc": m.KYC,
-		"allowed_providers": providers, "allow_ips": ips, "return_hosts": hosts, "payouts_enabled": m.PayoutsEnabled,
-		"created_at": xaalis.Timestamp(m.CreatedAt), "updated_at": xaalis.Timestamp(m.UpdatedAt),
-	}
-}
-
 func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("merchant update", stderr)
 	db := databaseFlag(fs, getenv)
@@ -145,7 +123,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 			return describe(err, "status", "kyc", "allowed_providers")
 		}
 		if *asJSON {
-			return json.NewEncoder(stdout).Encode(merchantJSON(m))
+			return json.NewEncoder(stdout).Encode(xaalis.MerchantJSON(m))
 		}
 		fmt.Fprintf(stdout, "merchant %s updated: status %s, kyc %s\n", m.ID, m.Status, m.KYC)
 		return nil

@@ -75,3 +75,50 @@ func TestScheduledLedgerCheckClaimedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminMerchantUpdate: the operator API approves KYC and changes a
+// merchant's status, as `xaalis merchant update` and the console do.
+func TestAdminMerchantUpdate(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		mid, keys := e.merchant()
+		admin, token := adminEnv(t, e)
+		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, `{"kyc":"approved","allow_ips":["203.0.113.0/24"]}`)
+		if st != 200 {
+			t.Fatalf("approve KYC: %d %v", st, out)
+		}
+		data := out["data"].(map[string]any)
+		if data["kyc"] != "approved" || data["status"] != "active" || fmt.Sprint(data["allow_ips"]) != "[203.0.113.0/24]" {
+			t.Fatalf("after the update: %v", data)
+		}
+		if m, err := e.app.Store.Merchant(context.Background(), mid); err != nil || m.KYC != xaalis.KYCApproved {
+			t.Fatalf("stored: %+v %v", m, err)
+		}
+		operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, `{"allow_ips":[]}`)
+		if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, `{"status":"suspended"}`); st != 200 {
+			t.Fatalf("suspend: %d %v", st, out)
+		}
+		r, _ := e.pay(t, keys.SecretTest, "adm-m-1", "")
+		r.want(t, 422, xaalis.EMerchantInactive)
+		if st, out := operatorDo(t, admin, token, "GET", "/admin/v1/merchants/"+mid, ""); st != 200 || out["data"].(map[string]any)["status"] != "suspended" {
+			t.Fatalf("get: %d %v", st, out)
+		}
+		for _, c := range []struct {
+			body string
+			want int
+		}{
+			{`{"kyc":"maybe"}`, 422}, {`{"status":"gone"}`, 422}, {`{"allow_ips":["not an address"]}`, 422},
+			{`{"return_hosts":["https://x.example/"]}`, 422},
+		} {
+			if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, c.body); st != c.want {
+				t.Errorf("%s: %d %v", c.body, st, out)
+			}
+		}
+		if st, _ := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+xaalis.NewUUIDv7(), `{"kyc":"approved"}`); st != 404 {
+			t.Errorf("an unknown merchant: %d", st)
+		}
+		if st, _ := operatorDo(t, admin, "xop_wrong", "POST", "/admin/v1/merchants/"+mid, `{"kyc":"approved"}`); st != 401 {
+			t.Errorf("without a token: %d", st)
+		}
+	})
+}

@@ -116,6 +116,8 @@ func (a *Admin) routes() {
 	a.handle("POST /admin/v1/disputes", a.handleDisputeOpen)
 	a.handle("POST /admin/v1/disputes/{id}/decide", a.handleDisputeDecide)
 	a.handle("GET /admin/v1/audit-log", a.handleAuditLog)
+	a.handle("GET /admin/v1/merchants/{id}", a.handleMerchantGet)
+	a.handle("POST /admin/v1/merchants/{id}", a.handleMerchantUpdate)
 	// The operator console: pages behind a session cookie, on the same
 	// App commands as the routes above (internal/console lists them).
 	session, open := a.Console.Register(a.mux)

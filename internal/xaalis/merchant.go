@@ -196,3 +196,25 @@ func ParseReturnHosts(list []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// MerchantJSON is how the CLI and the operator API show a merchant.
+func MerchantJSON(m *Merchant) map[string]any {
+	ips := make([]string, len(m.AllowIPs))
+	for i, p := range m.AllowIPs {
+		ips[i] = p.String()
+	}
+	providers := m.AllowedProviders
+	if providers == nil {
+		providers = []string{}
+	}
+	hosts := m.ReturnHosts
+	if hosts == nil {
+		hosts = []string{}
+	}
+	return map[string]any{
+		"id": m.ID, "object": "merchant", "name": m.Name, "country": m.Country,
+		"settlement_currency": m.SettlementCurrency, "status": m.Status, "kyc": m.KYC,
+		"allowed_providers": providers, "allow_ips": ips, "return_hosts": hosts, "payouts_enabled": m.PayoutsEnabled,
+		"created_at": Timestamp(m.CreatedAt), "updated_at": Timestamp(m.UpdatedAt),
+	}
+}
