@@ -57,3 +57,19 @@ func BenchmarkReserveLimits(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCheckAlone is the first pass of a payment's checks, which
+// reads no counter: what every creation adds before it reserves.
+func BenchmarkCheckAlone(b *testing.B) {
+	a := NewApp(nil)
+	m := &Merchant{ID: "m1", Country: "SN", SettlementCurrency: XOF, Status: MerchantActive, KYC: KYCApproved}
+	t := &Transaction{Mode: ModeTest, MerchantID: "m1", Country: "SN", Amount: Units(1000, XOF), LimitAmount: 100000,
+		PayerPhone: "+221770120001"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.checkAlone(ctx, m, t, "channel_a"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
