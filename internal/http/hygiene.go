@@ -219,7 +219,13 @@ func checkQuery(rawQuery string) error {
 	if rawQuery == "" {
 		return nil
 	}
-	q, _ := url.ParseQuery(rawQuery)
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		// A pair that does not decode (a stray %, a ;) is not dropped: the
+		// handlers would read the query without it, and a list would come
+		// back unfiltered as if its filter had matched everything.
+		return xaalis.Errorf(xaalis.EInvalidRequest, "The query string cannot be read: %v.", err)
+	}
 	v := xaalis.ValidationErrors{}
 	names := make([]string, 0, len(q))
 	for name := range q {

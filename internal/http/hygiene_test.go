@@ -232,3 +232,21 @@ func (e *env) counts(t *testing.T, key string) string {
 	e.do(call{method: "GET", path: "/v1/payout-requests", key: key}).want(t, 200, "").data(t, &prs)
 	return out + fmt.Sprintf("payout-requests=%d", len(prs))
 }
+
+// TestMalformedQuery: a query string with a pair that does not decode is
+// refused (400 invalid_request); the list used to come back unfiltered.
+func TestMalformedQuery(t *testing.T) {
+	e := newEnv(t, openSQLite(t))
+	_, keys := e.merchant()
+	e.pay(t, keys.SecretTest, "mq-1", "")
+	e.pay(t, keys.SecretTest, "mq-2", "")
+	for _, q := range []string{"merchant_ref=%zz", "merchant_ref=mq-1%2", "status=pending;x=1", "per_page=1&page=%zz"} {
+		r := e.do(call{method: "GET", path: "/v1/payments?" + q, key: keys.SecretTest})
+		r.want(t, 400, xaalis.EInvalidRequest)
+	}
+	var list []struct{ ID string }
+	e.do(call{method: "GET", path: "/v1/payments?merchant_ref=mq-1", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+	if len(list) != 1 {
+		t.Fatalf("a good filter: %d payments", len(list))
+	}
+}

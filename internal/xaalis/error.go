@@ -193,7 +193,7 @@ var Catalogue = []CatalogueEntry{
 	{EServiceUnavailable, http.StatusServiceUnavailable, "The service cannot take this request right now; nothing was done: retry after Retry-After seconds.", "Providers and infrastructure", nil},
 	{EInternal, http.StatusInternalServerError, "An internal error occurred; report it with the request id.", "Providers and infrastructure", []string{"request_id"}},
 
-	{EInvalidRequest, http.StatusBadRequest, "The request is malformed: a required header is missing, or the body is not one JSON object, or it holds a key twice (`context.key` names the key).", "Malformed requests", []string{"key"}},
+	{EInvalidRequest, http.StatusBadRequest, "The request is malformed: a required header is missing, or the body is not one JSON object, or it holds a key twice (`context.key` names the key), or its query string cannot be read (a stray `%` or `;`).", "Malformed requests", []string{"key"}},
 	{ERequestTooLarge, http.StatusRequestEntityTooLarge, "The request body is too large.", "Malformed requests", []string{"max_bytes"}},
 }
 
