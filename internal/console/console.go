@@ -417,12 +417,23 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // done answers a successful action: 303 to where it shows, with a message.
 func done(w http.ResponseWriter, r *http.Request, to, ok string) {
+	secure(w.Header())
+	http.Redirect(w, r, withQuery(to, "ok="+ok), http.StatusSeeOther)
+}
+
+// withQuery adds query to the address to, before its fragment: after it
+// (/console/#ledger?ok=…) the browser never sends it, and the page showed
+// no message.
+func withQuery(to, query string) string {
+	frag := ""
+	if i := strings.IndexByte(to, '#'); i >= 0 {
+		to, frag = to[:i], to[i:]
+	}
 	sep := "?"
 	if strings.Contains(to, "?") {
 		sep = "&"
 	}
-	secure(w.Header())
-	http.Redirect(w, r, to+sep+"ok="+ok, http.StatusSeeOther)
+	return to + sep + query + frag
 }
 
 // refused answers an action the App refused: 303 back with the error's
@@ -438,12 +449,8 @@ func (c *Console) refused(w http.ResponseWriter, r *http.Request, to string, err
 		q.Set("f", f)
 		break
 	}
-	sep := "?"
-	if strings.Contains(to, "?") {
-		sep = "&"
-	}
 	secure(w.Header())
-	http.Redirect(w, r, to+sep+q.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, withQuery(to, q.Encode()), http.StatusSeeOther)
 }
 
 // Sign-in.
