@@ -266,11 +266,20 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 		default:
 		}
 	}
-	var claimed time.Time // when the last claim started
+	var claimed time.Time     // when the last claim started, on d's clock
+	var claimedReal time.Time // the same, on the wall clock
 	full, claim := false, true
+	// soon claims again once claimGap has passed since the last claim,
+	// when a slot freed meanwhile (the backlog's pace).
+	var soon *time.Timer
+	defer func() {
+		if soon != nil {
+			soon.Stop()
+		}
+	}()
 	for {
 		if claim {
-			claimed = d.now()
+			claimed, claimedReal = d.now(), time.Now()
 			if free := cap(sem) - len(sem); free > 0 {
 				n, err := d.start(ctx, free, sem, &wg, done)
 				if err != nil && ctx.Err() == nil {
@@ -290,18 +299,29 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 			timer = time.NewTimer(wait)
 			due = timer.C
 		}
+		var soonC <-chan time.Time
+		if soon != nil {
+			soonC = soon.C
+		}
 		claim = true
 		select {
 		case <-ctx.Done():
 		case <-t.C:
 		case <-d.Wake:
 		case <-due:
+		case <-soonC:
+			soon = nil
 		case <-ended:
-			// More may be due than there were slots for: claimed once a
-			// quarter of the slots is free, not for each (on SQLite a
-			// claim is a write of the one writer). Otherwise only the
-			// retry timer is set again.
+			// More may be due than there were slots for: claimed at once
+			// when a quarter of the slots is free, else at most every
+			// claimGap, so that the slots left by slow receivers keep
+			// draining without a claim (a write of SQLite's one writer)
+			// for each delivery. Otherwise only the retry timer is set
+			// again.
 			claim = full && cap(sem)-len(sem) >= cap(sem)/4
+			if full && !claim && soon == nil {
+				soon = time.NewTimer(max(0, claimGap-time.Since(claimedReal)))
+			}
 		}
 		if timer != nil {
 			timer.Stop()
@@ -311,6 +331,10 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 		}
 	}
 }
+
+// claimGap is the least time between two claims of a backlog while fewer
+// than a quarter of the slots are free.
+const claimGap = 10 * time.Millisecond
 
 // target is where and how a delivery goes.
 type target struct {

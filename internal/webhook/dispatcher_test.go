@@ -788,3 +788,34 @@ func TestDispatcherRunNoHeadOfLine(t *testing.T) {
 	f.event(ok, ok.URL, xaalis.Format20260601)
 	wait(fast, "the other endpoint, while the first hangs")
 }
+
+// TestDispatcherRunDrainsPastStuckSlots: with most slots held by
+// receivers that hang, the free ones keep draining the backlog, not one
+// claim a poll. (Claiming only once a quarter of the slots was free, 26
+// hanging deliveries left 100 others at six a second.)
+func TestDispatcherRunDrainsPastStuckSlots(t *testing.T) {
+	f := newFixture(t)
+	slow := newReceiver(t, f.clock, func(int) int { return 0 }) // hangs
+	fast := newReceiver(t, f.clock, nil)
+	hang := f.endpoint(slow.srv.URL+"/hook", xaalis.Format20260601)
+	for range Concurrency - 6 {
+		f.event(hang, hang.URL, xaalis.Format20260601)
+	}
+	f.clock.Set(f.clock.Now().Add(time.Second)) // the hanging ones are claimed first
+	ok := f.endpoint(fast.srv.URL+"/hook", xaalis.Format20260601)
+	for range 100 {
+		f.event(ok, ok.URL, xaalis.Format20260601)
+	}
+	d := f.dispatcher()
+	d.Now = time.Now
+	d.Timeout = 20 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx, time.Second); close(done) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(8 * time.Second); len(fast.requests()) < 100; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 100 delivered in 8 s beside %d hanging receivers", len(fast.requests()), Concurrency-6)
+		}
+	}
+}
