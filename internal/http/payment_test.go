@@ -692,3 +692,26 @@ func TestLimitsUnderConcurrency(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusalOrderWithVolumes: a payment refused both by a volume limit
+// and by a later check gets the volume limit's refusal, as the precheck
+// lists them (creation answers the first): its first checks without
+// counters must not reorder them.
+func TestRefusalOrderWithVolumes(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+			cfg := *a.Config
+			cfg.MerchantLimits.Daily = 1000
+			a.Config = &cfg
+		})
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "ro-1", `"amount":1000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		if p.Status != "success" {
+			t.Fatalf("the first payment: %+v", p)
+		}
+		// 200 XOF is also below channel_c's minimum (500).
+		body := strings.Replace(payBody("ro-2", `"provider":"channel_c","payer":{"phone":"+221771234599"}`), `"amount":5000`, `"amount":200`, 1)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "ro-2", body: body, invalid: true}).
+			want(t, 422, xaalis.EMerchantLimitExceeded)
+	})
+}

@@ -2,6 +2,7 @@ package xaalis
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -86,8 +87,21 @@ type noVolumesKey struct{}
 // amount against the floors and ceilings, the provider's rules, a limit
 // its amount alone passes). It reads nothing from the database. A payment
 // refused by it never reserves room that others would count.
+//
+// When it refuses, the answer is the full check's first refusal, in
+// creation's order: a volume limit reached comes before a provider's
+// minimum (the precheck lists them in that order, and creation answers the
+// first).
 func (a *App) checkAlone(ctx context.Context, m *Merchant, t *Transaction, provider string) error {
-	return a.checkCreation(context.WithValue(ctx, noVolumesKey{}, true), m, t, provider)
+	err := a.checkCreation(context.WithValue(ctx, noVolumesKey{}, true), m, t, provider)
+	var e *Error
+	if !errors.As(err, &e) {
+		return err // nil, or a failure
+	}
+	if full := a.checkCreation(ctx, m, t, provider); full != nil {
+		return full
+	}
+	return err
 }
 
 // volumesSkipped reports whether ctx is checkAlone's.
