@@ -844,3 +844,28 @@ func TestConfiguredRetriesAndResponseWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestOperatorNamesAPaymentByAUUIDMerchantRef: a merchant_ref shaped like
+// a UUID (an order number) names its payment for the operator, as an id
+// in upper case names its own.
+func TestOperatorNamesAPaymentByAUUIDMerchantRef(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		admin, token := adminEnv(t, e)
+		ref := xaalis.NewUUIDv7()
+		_, p := e.pay(t, keys.SecretTest, ref, `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		if p.Status != "success" {
+			t.Fatalf("payment %+v", p)
+		}
+		st, out := operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+ref+`","reason":"not received"}`)
+		if st != 201 || out["data"].(map[string]any)["transaction_id"] != p.ID {
+			t.Fatalf("open by a UUID merchant_ref: %d %v", st, out)
+		}
+		_, q := e.pay(t, keys.SecretTest, "uuid-up", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		st, out = operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+strings.ToUpper(q.ID)+`","reason":"not received"}`)
+		if st != 201 || out["data"].(map[string]any)["transaction_id"] != q.ID {
+			t.Fatalf("open by an upper-case id: %d %v", st, out)
+		}
+	})
+}

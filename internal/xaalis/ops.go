@@ -554,12 +554,24 @@ func (a *App) FindTransactions(ctx context.Context, key string) ([]*Transaction,
 // merchants' (else validation_error; not_found when nothing matches).
 func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, error) {
 	key = strings.TrimSpace(key)
-	if low := strings.ToLower(key); isUUID(low) {
-		return low, nil
-	}
 	found, err := a.FindTransactions(ctx, key)
 	if err != nil {
 		return "", err
+	}
+	// An id wins; a merchant_ref may look like one (merchants use UUIDs
+	// as order numbers), and an id may be given in upper case.
+	low := strings.ToLower(key)
+	for _, t := range found {
+		if t.ID == key {
+			return t.ID, nil
+		}
+	}
+	if low != key && isUUID(low) {
+		if _, err := a.Store.Transaction(ctx, "", low); err == nil {
+			return low, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return "", err
+		}
 	}
 	var all, pays []*Transaction
 	for _, t := range found {
