@@ -661,6 +661,9 @@ func TestLiveResumeAfterExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clock.Advance(61 * time.Second)
+		// The precheck answers as creation does.
+		e.do(call{method: "POST", path: "/v1/payments/precheck", key: keys.SecretLive, body: payBody("late-resume", body), invalid: true}).
+			want(t, 422, xaalis.EValidation)
 		r = e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "late-resume-2", body: payBody("late-resume", body), invalid: true})
 		r.want(t, 422, xaalis.EValidation)
 		var p txRecord

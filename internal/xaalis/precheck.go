@@ -251,7 +251,10 @@ func (a *App) precheckMerchantRef(ctx context.Context, t *Transaction) error {
 		return fmt.Errorf("lookup merchant_ref: %w", err)
 	}
 	for _, x := range list {
-		if x.MerchantRef == t.MerchantRef && x.Mode == t.Mode && x.KeyType == t.KeyType && !resumable(x, t) {
+		// A resumable one past its expires_at is refused, as creation
+		// refuses it.
+		if x.MerchantRef == t.MerchantRef && x.Mode == t.Mode && x.KeyType == t.KeyType &&
+			(!resumable(x, t) || !a.now().Before(x.ExpiresAt)) {
 			return merchantRefUsed(x, t.Publishable())
 		}
 	}
