@@ -65,13 +65,21 @@ func TestScheduledLedgerCheckClaimedOnce(t *testing.T) {
 		if wins.Load() != 1 {
 			t.Fatalf("%d processes claimed the check, want 1", wins.Load())
 		}
-		e.clock.Advance(59 * time.Minute)
+		// A claim holds for LedgerCheckClaim: the claimer's check may have
+		// failed, or its process stopped; the record of a check that ran
+		// is what keeps it from being due (LedgerCheckDue).
+		e.clock.Advance(xaalis.LedgerCheckClaim - time.Minute)
 		if ok, err := other.ClaimScheduledLedgerCheck(ctx, time.Hour); ok || err != nil {
-			t.Fatalf("claimed again within the hour: %v %v", ok, err)
+			t.Fatalf("claimed again within the claim: %v %v", ok, err)
 		}
 		e.clock.Advance(2 * time.Minute)
 		if ok, err := other.ClaimScheduledLedgerCheck(ctx, time.Hour); !ok || err != nil {
-			t.Fatalf("not claimed after the hour: %v %v", ok, err)
+			t.Fatalf("not claimed after the claim ended: %v %v", ok, err)
+		}
+		// With an interval shorter than the claim, the interval bounds it.
+		e.clock.Advance(2 * time.Minute)
+		if ok, err := e.app.ClaimScheduledLedgerCheck(ctx, time.Minute); !ok || err != nil {
+			t.Fatalf("not claimed after a one-minute interval: %v %v", ok, err)
 		}
 	})
 }

@@ -203,13 +203,15 @@ func (a *App) LedgerCheckDue(ctx context.Context, every time.Duration) (bool, er
 // ClaimScheduledLedgerCheck claims the periodic ledger check for this
 // process: true for one of the processes that find it due at once, none
 // again within every. (Each process found it due and ran it: two or three
-// whole-ledger reads, and as many records, every interval.)
+// whole-ledger reads, and as many records, every interval.) A claim holds
+// for LedgerCheckClaim at most: a check that failed, or whose process
+// stopped, is run by another then, not an interval later.
 func (a *App) ClaimScheduledLedgerCheck(ctx context.Context, every time.Duration) (bool, error) {
 	now := a.now()
 	stamp := func(t time.Time) []byte { return fmt.Appendf(nil, "%020d", t.UnixMicro()) }
 	var ok bool
 	err := a.Store.Update(ctx, func(tx Tx) (err error) {
-		ok, err = tx.ClaimSetting(ctx, "ledger_check.scheduled", stamp(now), stamp(now.Add(-every)))
+		ok, err = tx.ClaimSetting(ctx, "ledger_check.scheduled", stamp(now), stamp(now.Add(-min(every, LedgerCheckClaim))))
 		return err
 	})
 	if err != nil {
@@ -217,6 +219,10 @@ func (a *App) ClaimScheduledLedgerCheck(ctx context.Context, every time.Duration
 	}
 	return ok, nil
 }
+
+// LedgerCheckClaim is how long a claim of the periodic ledger check holds
+// (ClaimScheduledLedgerCheck).
+const LedgerCheckClaim = 5 * time.Minute
 
 // MetricsSnapshot is what the metrics read from the database at scrape
 // time: the same in every process.
