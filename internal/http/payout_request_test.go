@@ -102,7 +102,22 @@ func TestAdminMerchantUpdate(t *testing.T) {
 		if m, err := e.app.Store.Merchant(context.Background(), mid); err != nil || m.KYC != xaalis.KYCApproved {
 			t.Fatalf("stored: %+v %v", m, err)
 		}
-		operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, `{"allow_ips":[]}`)
+		if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, `{"allow_ips":[],"allowed_providers":["channel_a","channel_a"]}`); st != 200 ||
+			fmt.Sprint(out["data"].(map[string]any)["allow_ips"]) != "[]" || fmt.Sprint(out["data"].(map[string]any)["allowed_providers"]) != "[channel_a]" {
+			t.Fatalf("clear the allowlist, one provider twice: %d %v", st, out)
+		}
+		// Nothing to change: no audit entry.
+		entries := func() int {
+			list, _, err := e.app.AuditLog(context.Background(), xaalis.PageRequest{Page: 1, PerPage: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(list)
+		}
+		n := entries()
+		if st, _ := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, `{}`); st != 200 || entries() != n {
+			t.Fatalf("an empty update: %d, %d audit entries after %d", st, entries(), n)
+		}
 		if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, `{"status":"suspended"}`); st != 200 {
 			t.Fatalf("suspend: %d %v", st, out)
 		}
@@ -115,7 +130,7 @@ func TestAdminMerchantUpdate(t *testing.T) {
 			body string
 			want int
 		}{
-			{`{"kyc":"maybe"}`, 422}, {`{"status":"gone"}`, 422}, {`{"allow_ips":["not an address"]}`, 422},
+			{`{"kyc":"maybe"}`, 422}, {`{"status":"gone"}`, 422}, {`{"allow_ips":["not an address"]}`, 422}, {`{"name":"   "}`, 422},
 			{`{"return_hosts":["https://x.example/"]}`, 422},
 		} {
 			if st, out := operatorDo(t, admin, token, "POST", "/admin/v1/merchants/"+mid, c.body); st != c.want {

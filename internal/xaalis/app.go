@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,12 +261,24 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 	if u.KYC != nil && !u.KYC.Valid() {
 		v.Add("kyc", "must be pending, approved or rejected")
 	}
+	if u.Name != nil {
+		// As at creation: what a merchant is called is never blank.
+		name := strings.TrimSpace(*u.Name)
+		if name == "" || utf8.RuneCountInString(name) > 200 {
+			v.Add("name", "is required, at most 200 characters")
+		}
+		u.Name = &name
+	}
 	if u.AllowedProviders != nil {
+		var list []string
 		for _, p := range *u.AllowedProviders {
 			if !ValidProvider(p) {
 				v.Add("allowed_providers", fmt.Sprintf("%q is not a provider (channel_a, channel_b, channel_c)", p))
+			} else if !slices.Contains(list, p) {
+				list = append(list, p)
 			}
 		}
+		u.AllowedProviders = &list
 	}
 	if err := v.Err(); err != nil {
 		return nil, err
@@ -277,6 +291,10 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 		}
 		before := *m
 		u.Apply(m)
+		if reflect.DeepEqual(before, *m) {
+			out = m // nothing changes: no write, no audit entry
+			return nil
+		}
 		m.UpdatedAt = a.now()
 		if err := tx.UpdateMerchant(ctx, m); err != nil {
 			return fmt.Errorf("update merchant: %w", err)
