@@ -250,3 +250,20 @@ func TestMalformedQuery(t *testing.T) {
 		t.Fatalf("a good filter: %d payments", len(list))
 	}
 }
+
+// TestAllowOnConcretePaths: a concrete path that a templated one also
+// matches answers every other method 405 with its own Allow, POST, not
+// the template's GET merged in; GET /v1/events/redeliver is not the event
+// "redeliver".
+func TestAllowOnConcretePaths(t *testing.T) {
+	e := newEnv(t, openSQLite(t))
+	_, keys := e.merchant()
+	for _, path := range []string{"/v1/payments/precheck", "/v1/events/redeliver"} {
+		for _, m := range []string{"GET", "PUT", "PATCH", "DELETE"} {
+			r := e.do(call{method: m, path: path, key: keys.SecretTest})
+			if r.status != 405 || r.header.Get("Allow") != "POST" {
+				t.Errorf("%s %s: %d, Allow %q", m, path, r.status, r.header.Get("Allow"))
+			}
+		}
+	}
+}

@@ -34,7 +34,7 @@ func (s *Server) routes() {
 	// A concrete path wins over a templated one in the contract (OpenAPI's
 	// rule), so GET here is 405, not the payment whose merchant_ref is
 	// "precheck": that one is read by id, reference or /v1/status/precheck.
-	s.mux.HandleFunc("GET /v1/payments/precheck", onlyMethods(http.MethodPost))
+	onlyPost(s.mux, "/v1/payments/precheck")
 	s.handle("GET /v1/payments", read, s.handlePaymentList)
 	s.handle("GET /v1/payments/{id}", read, s.handlePaymentGet)
 	s.handle("POST /v1/payments/{id}/verify", initiate, s.handlePaymentVerify)
@@ -78,6 +78,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/events", read, s.handleEventList)
 	s.handle("GET /v1/events/stream", read, s.handleEventStream)
 	s.handle("POST /v1/events/redeliver", hooksWrite, s.handleEventsRedeliver)
+	onlyPost(s.mux, "/v1/events/redeliver") // not the event "redeliver"
 	s.handle("GET /v1/events/{id}", read, s.handleEventGet)
 	s.handle("POST /v1/events/{id}/redeliver", hooksWrite, s.handleEventRedeliver)
 
@@ -160,6 +161,16 @@ type Route struct {
 func (s *Server) Routes() []Route { return append([]Route(nil), s.registry...) }
 
 // onlyMethods answers 405 method_not_allowed with Allow: methods.
+// onlyPost answers 405 with Allow: POST to every other method on a
+// concrete path that a templated one also matches (/v1/payments/{id},
+// /v1/events/{id}): the mux's own Allow merged the template's methods
+// (GET, HEAD) into it.
+func onlyPost(mux *http.ServeMux, path string) {
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		mux.HandleFunc(m+" "+path, onlyMethods(http.MethodPost))
+	}
+}
+
 func onlyMethods(methods ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, &xaalis.Error{Code: xaalis.EMethodNotAllowed, Allow: methods})
