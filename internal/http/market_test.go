@@ -474,6 +474,8 @@ func TestSplits(t *testing.T) {
 			r := e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "sp-po", body: payoutBody("sp-po", 100, "channel_a", "+221771112233")}).want(t, 201, "")
 			var po txRecord
 			r.data(t, &po)
+			// Its splits: not found, as the payout is on /v1/payments.
+			e.do(call{method: "GET", path: "/v1/payments/" + po.ID + "/splits", key: keys.SecretTest}).want(t, 404, xaalis.ENotFound)
 			r = split(po.ID, "s-6", item(bID, 10)).want(t, 422, xaalis.ENonPaymentTransactionSplit)
 			if r.err.Context["type"] != "payout" {
 				t.Fatalf("context %v", r.err.Context)

@@ -236,7 +236,9 @@ func (a *App) creditSplits(ctx context.Context, tx Tx, pay *Transaction, items [
 
 // Splits lists a payment's split items; not_found or livemode_mismatch.
 func (a *App) Splits(ctx context.Context, p *Principal, key string) ([]*SplitItem, error) {
-	pay, err := a.LookupTransaction(ctx, p, key)
+	// Only a payment has splits: anything else is not_found, as on
+	// GET /v1/payments/{id}.
+	pay, err := a.lookupOfType(ctx, p, key, TypePayment)
 	if err != nil {
 		return nil, err
 	}
