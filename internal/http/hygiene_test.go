@@ -267,3 +267,23 @@ func TestAllowOnConcretePaths(t *testing.T) {
 		}
 	}
 }
+
+// TestNoStore: the API's answers, errors included, are never cached;
+// the contract and checkout.js may be.
+func TestNoStore(t *testing.T) {
+	e := newEnv(t, openSQLite(t))
+	_, keys := e.merchant()
+	for _, c := range []struct {
+		path, key, want string
+	}{
+		{"/v1/balance", keys.SecretTest, "no-store"},
+		{"/v1/webhooks/callback-secret", keys.SecretTest, "no-store"},
+		{"/v1/balance", "", "no-store"},
+		{"/v1/openapi.yaml", "", ""},
+	} {
+		r := e.do(call{method: "GET", path: c.path, key: c.key, invalid: true})
+		if got := r.header.Get("Cache-Control"); got != c.want {
+			t.Errorf("%s (key %v): Cache-Control %q, want %q", c.path, c.key != "", got, c.want)
+		}
+	}
+}

@@ -173,6 +173,11 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 	start := time.Now()
 	rid := "req_" + xaalis.RandomString(24, keyAlphabet)
 	w.Header().Set("X-Request-Id", rid)
+	if noStore(r.URL.Path) {
+		// A merchant's records, balances and secrets are kept by no cache
+		// on the way (a proxy, the client's own HTTP cache).
+		w.Header().Set("Cache-Control", "no-store")
+	}
 	acc := &access{}
 	peer := peerAddr(r)
 	client := clientAddr(peer, r.Header, s.Config.TrustedProxies)
@@ -232,6 +237,17 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 		s.Logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 	}()
 	h.ServeHTTP(sw, r)
+}
+
+// noStore reports whether the answers at path are never to be cached:
+// the API's and the operator API's, but for the contract and checkout.js,
+// which are public and the same for everyone.
+func noStore(path string) bool {
+	switch path {
+	case "/v1/openapi.yaml", "/v1/checkout.js":
+		return false
+	}
+	return strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, "/admin/v1/")
 }
 
 type errPanic struct{ v any }
