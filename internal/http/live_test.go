@@ -71,6 +71,23 @@ func (e *env) payerPays(t *testing.T, emu *provider.Emulator, key, id, col strin
 	return d
 }
 
+// paidWithDirectHanging makes a live channel_a payment that its payer
+// paid, then has channel_a's direct route do the work and never answer,
+// until the test ends: a refund of it has an unknown outcome there.
+func (e *env) paidWithDirectHanging(t *testing.T, emu *provider.Emulator, key, ref, phone string) txRecord {
+	t.Helper()
+	r, p := e.pay(t, key, ref, `"provider":"channel_a","payer":{"phone":"`+phone+`"}`)
+	r.want(t, 201, "")
+	if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emu.SetRoute("channel_a", "direct", provider.RouteSwitches{}) })
+	if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // postNotification sends a provider notification signed with secret.
 func (e *env) postNotification(t *testing.T, prov, secret string, ev provider.Event, at time.Time) *response {
 	t.Helper()
@@ -231,15 +248,7 @@ func TestLivePayments(t *testing.T) {
 			// on direct only: when direct is down, the aggregator (which may
 			// not share the provider's idempotency) is not asked, and the
 			// refund waits, naming the route.
-			r, p := e.pay(t, keys.SecretLive, "refund-unk-1", `"provider":"channel_a","payer":{"phone":"+221771234574"}`)
-			r.want(t, 201, "")
-			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
-			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
-				t.Fatal(err)
-			}
+			p := e.paidWithDirectHanging(t, emu, keys.SecretLive, "refund-unk-1", "+221771234574")
 			var rf txRecord
 			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-unk-1",
 				body: `{"transaction_id":"` + p.ID + `","amount":1500}`}).data(t, &rf)
@@ -288,15 +297,7 @@ func TestLivePayments(t *testing.T) {
 			// route is recorded all the same, and the retry with the same
 			// key goes there only, not to the aggregator while direct is
 			// down.
-			r, p := e.pay(t, keys.SecretLive, "refund-cancel-1", `"provider":"channel_a","payer":{"phone":"+221771234576"}`)
-			r.want(t, 201, "")
-			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
-			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
-				t.Fatal(err)
-			}
+			p := e.paidWithDirectHanging(t, emu, keys.SecretLive, "refund-cancel-1", "+221771234576")
 			body := `{"transaction_id":"` + p.ID + `","amount":1000}`
 			req, _ := http.NewRequest("POST", e.srv.URL+"/v1/refunds", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+keys.SecretLive)

@@ -257,18 +257,26 @@ func TestRefundEventsReachCallbackURL(t *testing.T) {
 		e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: "rcb-r",
 			body: `{"transaction_id":"` + p.ID + `","amount":3000}`}).want(t, 201, "")
 		for _, typ := range []string{xaalis.EventRefundSuccess, xaalis.EventPaymentPartiallyRefunded} {
-			var evs []struct{ ID string }
-			e.do(call{method: "GET", path: "/v1/events?type=" + typ, key: keys.SecretTest}).want(t, 200, "").data(t, &evs)
-			if len(evs) != 1 {
-				t.Fatalf("%s: %d events", typ, len(evs))
-			}
-			var ev apiEvent
-			e.do(call{method: "GET", path: "/v1/events/" + evs[0].ID, key: keys.SecretTest}).want(t, 200, "").data(t, &ev)
-			if len(ev.Deliveries) != 1 || ev.Deliveries[0].URL != hook {
-				t.Errorf("%s: deliveries %+v, want one to %s", typ, ev.Deliveries, hook)
-			}
+			e.deliveredTo(t, keys.SecretTest, typ, hook)
 		}
 	})
+}
+
+// deliveredTo reads the one event of type typ and checks it has one
+// delivery, to hook.
+func (e *env) deliveredTo(t *testing.T, key, typ, hook string) apiEvent {
+	t.Helper()
+	var evs []struct{ ID string }
+	e.do(call{method: "GET", path: "/v1/events?type=" + typ, key: key}).want(t, 200, "").data(t, &evs)
+	if len(evs) != 1 {
+		t.Fatalf("%s: %d events", typ, len(evs))
+	}
+	var ev apiEvent
+	e.do(call{method: "GET", path: "/v1/events/" + evs[0].ID, key: key}).want(t, 200, "").data(t, &ev)
+	if len(ev.Deliveries) != 1 || ev.Deliveries[0].URL != hook {
+		t.Errorf("%s: deliveries %+v, want one to %s", typ, ev.Deliveries, hook)
+	}
+	return ev
 }
 
 func TestDisputeEventsReachCallbackURL(t *testing.T) {
@@ -294,16 +302,7 @@ func TestDisputeEventsReachCallbackURL(t *testing.T) {
 			t.Fatalf("decide: %d %v", st, out)
 		}
 		for _, typ := range []string{xaalis.EventDisputeOpened, xaalis.EventDisputeResponded, xaalis.EventDisputeWon} {
-			var evs []struct{ ID string }
-			e.do(call{method: "GET", path: "/v1/events?type=" + typ, key: keys.SecretTest}).want(t, 200, "").data(t, &evs)
-			if len(evs) != 1 {
-				t.Fatalf("%s: %d events", typ, len(evs))
-			}
-			var ev apiEvent
-			e.do(call{method: "GET", path: "/v1/events/" + evs[0].ID, key: keys.SecretTest}).want(t, 200, "").data(t, &ev)
-			if len(ev.Deliveries) != 1 || ev.Deliveries[0].URL != hook {
-				t.Errorf("%s: deliveries %+v, want one to %s", typ, ev.Deliveries, hook)
-			}
+			ev := e.deliveredTo(t, keys.SecretTest, typ, hook)
 			for _, f := range []xaalis.PayloadFormat{xaalis.FormatLegacy, xaalis.Format20260601} {
 				body := ev.payload(t, f, "dispute", id, e.clock.Now())
 				var w struct {
