@@ -527,7 +527,7 @@ type subRecord struct {
 func TestSubscriptions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
-		_, keys := e.merchant()
+		merchantID, keys := e.merchant()
 		_, other := e.merchant()
 		ctx := context.Background()
 		plan := func(key, idem string) string {
@@ -572,8 +572,38 @@ func TestSubscriptions(t *testing.T) {
 					body: `{"plan_id":"` + planID + `","customer_id":"` + custID + `"}`})
 			}
 			livePlan := plan(keys.SecretLive, "plan-live")
+			// A live subscription moves money: not before KYC.
+			live("sub-kyc", livePlan, custID).want(t, 422, xaalis.EMerchantKYCRequired)
+			kyc := xaalis.KYCApproved
+			if _, err := e.app.UpdateMerchant(ctx, merchantID, xaalis.MerchantUpdate{KYC: &kyc}); err != nil {
+				t.Fatal(err)
+			}
 			live("sub-lm1", planID, custID).want(t, 403, xaalis.ELivemodeMismatch)
 			live("sub-lm2", livePlan, custID).want(t, 403, xaalis.ELivemodeMismatch)
+		})
+		t.Run("OKCustomerOfAnotherCountry", func(t *testing.T) {
+			// A customer of Côte d'Ivoire is asked in Côte d'Ivoire, with
+			// the customer's name.
+			e.pay(t, keys.SecretTest, "cust-ci", `"country":"CI","payer":{"phone":"+2250700000042","name":"Koffi"}`)
+			var list []struct{ ID, Phone string }
+			e.do(call{method: "GET", path: "/v1/customers?per_page=100", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+			ci := ""
+			for _, c := range list {
+				if c.Phone == "+2250700000042" {
+					ci = c.ID
+				}
+			}
+			var s subRecord
+			create("sub-ci", planID, ci, `,"provider":"channel_a"`).want(t, 201, "").data(t, &s)
+			if s.LatestPaymentID == "" || s.FailedAttempts != 0 {
+				t.Fatalf("subscription %+v", s)
+			}
+			var pay txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + s.LatestPaymentID, key: keys.SecretTest}).want(t, 200, "").data(t, &pay)
+			if pay.Country != "CI" || pay.Status != "pending" || pay.Payer.Name == nil || *pay.Payer.Name != "Koffi" {
+				t.Fatalf("period payment %+v", pay)
+			}
+			e.do(call{method: "POST", path: "/v1/subscriptions/" + s.ID + "/cancel", key: keys.SecretTest, idem: "sub-ci-x"}).want(t, 200, "")
 		})
 		t.Run("ErrSubscriptionCustomerMismatch", func(t *testing.T) {
 			r := create("sub-x4", planID, oc[0].ID, "").want(t, 422, xaalis.ESubscriptionCustomerMismatch)

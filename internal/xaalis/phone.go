@@ -401,3 +401,16 @@ func maskDigits(s string, head, tail int) string {
 	}
 	return string(b)
 }
+
+// uemoaCallingCodes are the UEMOA countries' calling codes.
+var uemoaCallingCodes = map[string]Country{"+221": "SN", "+223": "ML", "+225": "CI", "+226": "BF",
+	"+227": "NE", "+228": "TG", "+229": "BJ", "+245": "GW"}
+
+// PhoneCountry is the UEMOA country of an E.164 number (ParsePhone's), or
+// "" for none.
+func PhoneCountry(e164 string) Country {
+	if len(e164) < 4 {
+		return ""
+	}
+	return uemoaCallingCodes[e164[:4]]
+}

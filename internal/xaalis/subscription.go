@@ -111,6 +111,11 @@ func (a *App) CreateSubscription(ctx context.Context, p *Principal, in Subscript
 	if err := p.Merchant.ActiveError(); err != nil {
 		return nil, err
 	}
+	// It moves the customer's money every period: a live one, as every
+	// money-moving call, waits for the merchant's KYC.
+	if p.Mode() == ModeLive && p.Merchant.KYC != KYCApproved {
+		return nil, E(EMerchantKYCRequired)
+	}
 	v := ValidationErrors{}
 	planID, customerID, provider := "", "", ""
 	if in.PlanID == nil || strings.TrimSpace(*in.PlanID) == "" {
@@ -232,6 +237,16 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 		Metadata: map[string]any{"subscription_id": s.ID}}
 	if s.Provider != "" {
 		in.Provider = &s.Provider
+	}
+	// The payment is made in the customer's country, with the customer's
+	// name: without them a customer of Côte d'Ivoire was asked in the
+	// merchant's Senegal, refused for a foreign number every period.
+	if country := PhoneCountry(c.Phone); country != "" {
+		cs := string(country)
+		in.Country = &cs
+	}
+	if c.Name != "" {
+		in.PayerName = &c.Name
 	}
 	principal := &Principal{Merchant: m, Key: &Key{Mode: s.Mode, Type: KeySecret, Scopes: AllScopes}}
 	// The period's payment is the subscription's own: no request's answer
