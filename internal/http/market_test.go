@@ -893,6 +893,15 @@ func TestOperatorNamesAPaymentByAUUIDMerchantRef(t *testing.T) {
 		if st != 201 || out["data"].(map[string]any)["transaction_id"] != p.ID {
 			t.Fatalf("open by a UUID merchant_ref: %d %v", st, out)
 		}
+		// A reference wins over another merchant's merchant_ref written
+		// like it.
+		_, otherKeys := e.merchant()
+		_, r := e.pay(t, keys.SecretTest, "by-ref", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		e.pay(t, otherKeys.SecretTest, r.Reference, "")
+		st, out = operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+r.Reference+`","reason":"not received"}`)
+		if st != 201 || out["data"].(map[string]any)["transaction_id"] != r.ID {
+			t.Fatalf("open by a reference another merchant's merchant_ref shadows: %d %v", st, out)
+		}
 		_, q := e.pay(t, keys.SecretTest, "uuid-up", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
 		st, out = operatorDo(t, admin, token, "POST", "/admin/v1/disputes", `{"transaction_id":"`+strings.ToUpper(q.ID)+`","reason":"not received"}`)
 		if st != 201 || out["data"].(map[string]any)["transaction_id"] != q.ID {

@@ -572,6 +572,13 @@ func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, er
 			return t.ID, nil
 		}
 	}
+	// So does a TXN- reference, unique across merchants: another
+	// merchant's merchant_ref written like it does not hide it.
+	for _, t := range found {
+		if t.Reference == key {
+			return t.ID, nil
+		}
+	}
 	if low != key && isUUID(low) {
 		if _, err := a.Store.Transaction(ctx, "", low); err == nil {
 			return low, nil
