@@ -327,6 +327,40 @@ func TestLivePayments(t *testing.T) {
 				}
 			}
 		})
+		t.Run("OKRefundCompletesWhenItsClientGivesUp", func(t *testing.T) {
+			// The client hangs up while the provider is slow to answer: the
+			// provider is asked to the end and the refund settles at once,
+			// not a minute later as an unknown outcome.
+			r, p := e.pay(t, keys.SecretLive, "refund-giveup-1", `"provider":"channel_a","payer":{"phone":"+221771234578"}`)
+			r.want(t, 201, "")
+			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { emu.SetRoute("channel_a", "direct", provider.RouteSwitches{}) })
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{LatencyMS: 800}); err != nil {
+				t.Fatal(err)
+			}
+			body := `{"transaction_id":"` + p.ID + `","amount":1000}`
+			req, _ := http.NewRequest("POST", e.srv.URL+"/v1/refunds", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+keys.SecretLive)
+			req.Header.Set("Idempotency-Key", "refund-giveup-1")
+			req.Header.Set("Content-Type", "application/json")
+			if _, err := (&http.Client{Timeout: 200 * time.Millisecond}).Do(req); err == nil {
+				t.Fatal("the refund answered before the client gave up")
+			}
+			var rf txRecord
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				r := e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-giveup-1", body: body, invalid: true})
+				if r.status == 409 && time.Now().Before(deadline) {
+					continue // the first request's handler is still at work
+				}
+				r.data(t, &rf)
+				break
+			}
+			if rf.Status != "success" {
+				t.Fatalf("the refund after its client gave up: %+v", rf)
+			}
+		})
 		t.Run("ErrSecondChoiceWhileTheFirstIsSent", func(t *testing.T) {
 			// Two choices on the hosted page at once: the second, made while
 			// the first provider has not answered, is refused, and one

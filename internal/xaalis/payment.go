@@ -741,6 +741,10 @@ func (a *App) initiate(ctx context.Context, id string) (*Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Asked to the end though the client hangs up, and its answer recorded:
+	// cut off, the collection could be the provider's while the payment
+	// waited for its notification (CreateRefund says the same of refunds).
+	ctx = context.WithoutCancel(ctx)
 	res, gerr := a.Gateway.Initiate(ctx, a.initiateRequest(t))
 	if gerr != nil {
 		var e *Error

@@ -206,7 +206,11 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	case inTx:
 		return out, nil
 	}
-	res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, pay))
+	// The provider is asked to the end though the client hangs up: cut
+	// off, the call made an unknown outcome of a refund the provider may
+	// never have received, settled only a minute later by the dispatcher.
+	// The routes' own timeouts bound it.
+	res, perr := a.Gateway.Refund(context.WithoutCancel(ctx), a.refundRequest(r, pay))
 	// The provider's answer, or the route of an attempt whose outcome is
 	// unknown, is recorded though the request that asked was cancelled
 	// meanwhile: unrecorded, the route was lost and the refund could be
@@ -277,8 +281,8 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 	if !r.Status.Open() {
 		return a.applyRefund(ctx, id, nil, nil)
 	}
-	res, perr := a.Gateway.Refund(ctx, a.refundRequest(r, pay))
-	return a.applyRefund(context.WithoutCancel(ctx), id, &res, perr) // as in CreateRefund
+	res, perr := a.Gateway.Refund(context.WithoutCancel(ctx), a.refundRequest(r, pay)) // as in CreateRefund
+	return a.applyRefund(context.WithoutCancel(ctx), id, &res, perr)
 }
 
 // applyRefund settles a refund by the provider's answer, with its ledger
