@@ -83,6 +83,9 @@ func TestAnswerWaitsForDurable(t *testing.T) {
 		if refused.header.Get("Retry-After") == "" {
 			t.Error("503 without Retry-After")
 		}
+		if refused.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("503 with Cache-Control %q, want no-store", refused.header.Get("Cache-Control"))
+		}
 
 		// The liveness probe shows nothing of the database: it does not wait.
 		live := make(chan *response, 1)

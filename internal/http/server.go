@@ -371,6 +371,9 @@ func (w *statusWriter) refuse(err error) {
 	for _, k := range dropOnRefuse {
 		h.Del(k)
 	}
+	if noStore(w.r.URL.Path) {
+		h.Set("Cache-Control", "no-store") // the 503 too
+	}
 	inner := &statusWriter{ResponseWriter: w.ResponseWriter}
 	Error(inner, w.r, err)
 	w.status, w.bytes = inner.status, inner.bytes
