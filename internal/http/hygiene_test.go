@@ -259,7 +259,7 @@ func TestAllowOnConcretePaths(t *testing.T) {
 	e := newEnv(t, openSQLite(t))
 	_, keys := e.merchant()
 	for _, path := range []string{"/v1/payments/precheck", "/v1/events/redeliver"} {
-		for _, m := range []string{"GET", "PUT", "PATCH", "DELETE"} {
+		for _, m := range []string{"GET", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"} {
 			r := e.do(call{method: m, path: path, key: keys.SecretTest})
 			if r.status != 405 || r.header.Get("Allow") != "POST" {
 				t.Errorf("%s %s: %d, Allow %q", m, path, r.status, r.header.Get("Allow"))

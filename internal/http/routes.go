@@ -166,7 +166,8 @@ func (s *Server) Routes() []Route { return append([]Route(nil), s.registry...) }
 // /v1/events/{id}): the mux's own Allow merged the template's methods
 // (GET, HEAD) into it.
 func onlyPost(mux *http.ServeMux, path string) {
-	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodTrace, http.MethodConnect} {
 		mux.HandleFunc(m+" "+path, onlyMethods(http.MethodPost))
 	}
 }
