@@ -188,3 +188,16 @@ type Gateway interface {
 	// refund_not_supported for providers without automatic refunds.
 	Refund(ctx context.Context, r RefundRequest) (PayoutResult, error)
 }
+
+// ProviderCallBudget bounds one call to a provider, its failovers
+// included, once the request that asked no longer can (providerContext):
+// below the API's write timeout (60 s) and the Idempotency-Key's lease.
+const ProviderCallBudget = 45 * time.Second
+
+// providerContext is ctx for a call to a provider: not cancelled when the
+// client hangs up (cut off, a call that reached the provider left an
+// unknown outcome, settled only later), but bounded by
+// ProviderCallBudget.
+func providerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), ProviderCallBudget)
+}

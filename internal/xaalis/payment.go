@@ -744,8 +744,10 @@ func (a *App) initiate(ctx context.Context, id string) (*Transaction, error) {
 	// Asked to the end though the client hangs up, and its answer recorded:
 	// cut off, the collection could be the provider's while the payment
 	// waited for its notification (CreateRefund says the same of refunds).
+	pctx, cancel := providerContext(ctx)
+	res, gerr := a.Gateway.Initiate(pctx, a.initiateRequest(t))
+	cancel()
 	ctx = context.WithoutCancel(ctx)
-	res, gerr := a.Gateway.Initiate(ctx, a.initiateRequest(t))
 	if gerr != nil {
 		var e *Error
 		if !errors.As(gerr, &e) {

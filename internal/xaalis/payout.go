@@ -261,7 +261,9 @@ func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, erro
 
 func (a *App) sendPayout(ctx context.Context, t *Transaction) (PayoutResult, error) {
 	// Asked to the end though the client hangs up (CreateRefund says why).
-	return a.Gateway.Payout(context.WithoutCancel(ctx), PayoutOrder{
+	ctx, cancel := providerContext(ctx)
+	defer cancel()
+	return a.Gateway.Payout(ctx, PayoutOrder{
 		Mode: t.Mode, TransactionID: t.ID, Reference: t.Reference, Provider: t.Provider, Country: t.Country,
 		Amount: t.Amount, RecipientPhone: t.PayerPhone, RecipientName: t.PayerName, NotifyURL: a.notifyURL(t.Provider),
 	})

@@ -209,8 +209,9 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	// The provider is asked to the end though the client hangs up: cut
 	// off, the call made an unknown outcome of a refund the provider may
 	// never have received, settled only a minute later by the dispatcher.
-	// The routes' own timeouts bound it.
-	res, perr := a.Gateway.Refund(context.WithoutCancel(ctx), a.refundRequest(r, pay))
+	pctx, cancel := providerContext(ctx)
+	res, perr := a.Gateway.Refund(pctx, a.refundRequest(r, pay))
+	cancel()
 	// The provider's answer, or the route of an attempt whose outcome is
 	// unknown, is recorded though the request that asked was cancelled
 	// meanwhile: unrecorded, the route was lost and the refund could be
@@ -281,7 +282,9 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 	if !r.Status.Open() {
 		return a.applyRefund(ctx, id, nil, nil)
 	}
-	res, perr := a.Gateway.Refund(context.WithoutCancel(ctx), a.refundRequest(r, pay)) // as in CreateRefund
+	pctx, cancel := providerContext(ctx) // as in CreateRefund
+	res, perr := a.Gateway.Refund(pctx, a.refundRequest(r, pay))
+	cancel()
 	return a.applyRefund(context.WithoutCancel(ctx), id, &res, perr)
 }
 
