@@ -279,6 +279,10 @@ func (d *Dispatcher) Run(ctx context.Context, every time.Duration) {
 	}()
 	for {
 		if claim {
+			if soon != nil { // this claim is the one it would have made
+				soon.Stop()
+				soon = nil
+			}
 			claimed, claimedReal = d.now(), time.Now()
 			if free := cap(sem) - len(sem); free > 0 {
 				n, err := d.start(ctx, free, sem, &wg, done)
