@@ -291,7 +291,7 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 		}
 		before := *m
 		u.Apply(m)
-		if reflect.DeepEqual(before, *m) {
+		if reflect.DeepEqual(withoutEmptyLists(before), withoutEmptyLists(*m)) {
 			out = m // nothing changes: no write, no audit entry
 			return nil
 		}
@@ -303,6 +303,21 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 		return a.audit(ctx, tx, "merchant.update", "merchant", m.ID, merchantAudit(&before), merchantAudit(m))
 	})
 	return out, err
+}
+
+// withoutEmptyLists is m with its empty lists nil, so that an update that
+// empties an empty list changes nothing (UpdateMerchant).
+func withoutEmptyLists(m Merchant) Merchant {
+	if len(m.AllowedProviders) == 0 {
+		m.AllowedProviders = nil
+	}
+	if len(m.AllowIPs) == 0 {
+		m.AllowIPs = nil
+	}
+	if len(m.ReturnHosts) == 0 {
+		m.ReturnHosts = nil
+	}
+	return m
 }
 
 // Providers are the three provider values of the specification.

@@ -87,8 +87,9 @@ type noVolumesKey struct{}
 // checkAlone is checkCreation without the volume counters or the other
 // payments' reservations: the refusals a payment earns by itself (its
 // amount against the floors and ceilings, the provider's rules, a limit
-// its amount alone passes). It reads nothing from the database. A payment
-// refused by it never reserves room that others would count.
+// its amount alone passes). It reads nothing from the database unless it
+// refuses. A payment refused by it never reserves room that others would
+// count.
 //
 // When it refuses, the answer is the full check's first refusal, in
 // creation's order: a volume limit reached comes before a provider's
