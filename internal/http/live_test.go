@@ -71,10 +71,10 @@ func (e *env) payerPays(t *testing.T, emu *provider.Emulator, key, id, col strin
 	return d
 }
 
-// paidWithDirectHanging makes a live channel_a payment that its payer
-// paid, then has channel_a's direct route do the work and never answer,
-// until the test ends: a refund of it has an unknown outcome there.
-func (e *env) paidWithDirectHanging(t *testing.T, emu *provider.Emulator, key, ref, phone string) txRecord {
+// paidThenDirect makes a live channel_a payment that its payer paid, then
+// sets channel_a's direct route to sw until the test ends (Timeout: a
+// refund of it has an unknown outcome there).
+func (e *env) paidThenDirect(t *testing.T, emu *provider.Emulator, key, ref, phone string, sw provider.RouteSwitches) txRecord {
 	t.Helper()
 	r, p := e.pay(t, key, ref, `"provider":"channel_a","payer":{"phone":"`+phone+`"}`)
 	r.want(t, 201, "")
@@ -82,10 +82,35 @@ func (e *env) paidWithDirectHanging(t *testing.T, emu *provider.Emulator, key, r
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { emu.SetRoute("channel_a", "direct", provider.RouteSwitches{}) })
-	if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+	if err := emu.SetRoute("channel_a", "direct", sw); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// postGivingUp posts body to path as a client that gives up after
+// timeout, before the answer.
+func (e *env) postGivingUp(t *testing.T, path, key, idem, body string, timeout time.Duration) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", e.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Idempotency-Key", idem)
+	req.Header.Set("Content-Type", "application/json")
+	if _, err := (&http.Client{Timeout: timeout}).Do(req); err == nil {
+		t.Fatalf("%s answered before the client gave up", path)
+	}
+}
+
+// retryPastInFlight posts the same request again until the first one's
+// handler has finished (409 while it is at work), and returns the answer.
+func (e *env) retryPastInFlight(t *testing.T, path, key, idem, body string) *response {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := e.do(call{method: "POST", path: path, key: key, idem: idem, body: body, invalid: true})
+		if r.status != 409 || time.Now().After(deadline) {
+			return r
+		}
+	}
 }
 
 // postNotification sends a provider notification signed with secret.
@@ -248,7 +273,7 @@ func TestLivePayments(t *testing.T) {
 			// on direct only: when direct is down, the aggregator (which may
 			// not share the provider's idempotency) is not asked, and the
 			// refund waits, naming the route.
-			p := e.paidWithDirectHanging(t, emu, keys.SecretLive, "refund-unk-1", "+221771234574")
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-unk-1", "+221771234574", provider.RouteSwitches{Timeout: true})
 			var rf txRecord
 			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-unk-1",
 				body: `{"transaction_id":"` + p.ID + `","amount":1500}`}).data(t, &rf)
@@ -297,27 +322,14 @@ func TestLivePayments(t *testing.T) {
 			// route is recorded all the same, and the retry with the same
 			// key goes there only, not to the aggregator while direct is
 			// down.
-			p := e.paidWithDirectHanging(t, emu, keys.SecretLive, "refund-cancel-1", "+221771234576")
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-cancel-1", "+221771234576", provider.RouteSwitches{Timeout: true})
 			body := `{"transaction_id":"` + p.ID + `","amount":1000}`
-			req, _ := http.NewRequest("POST", e.srv.URL+"/v1/refunds", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+keys.SecretLive)
-			req.Header.Set("Idempotency-Key", "refund-cancel-1")
-			req.Header.Set("Content-Type", "application/json")
-			if _, err := (&http.Client{Timeout: 300 * time.Millisecond}).Do(req); err == nil {
-				t.Fatal("the refund answered before the client gave up")
-			}
+			e.postGivingUp(t, "/v1/refunds", keys.SecretLive, "refund-cancel-1", body, 300*time.Millisecond)
 			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
 				t.Fatal(err)
 			}
 			var rf txRecord
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				r := e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-cancel-1", body: body, invalid: true})
-				if r.status == 409 && time.Now().Before(deadline) {
-					continue // the first request's handler is still at work
-				}
-				r.data(t, &rf)
-				break
-			}
+			e.retryPastInFlight(t, "/v1/refunds", keys.SecretLive, "refund-cancel-1", body).data(t, &rf)
 			if rf.Status != "initiated" || rf.Route == nil || rf.Route.Name != "direct" {
 				t.Fatalf("the refund after a cancelled request: %+v %+v", rf, rf.Route)
 			}
@@ -331,32 +343,11 @@ func TestLivePayments(t *testing.T) {
 			// The client hangs up while the provider is slow to answer: the
 			// provider is asked to the end and the refund settles at once,
 			// not a minute later as an unknown outcome.
-			r, p := e.pay(t, keys.SecretLive, "refund-giveup-1", `"provider":"channel_a","payer":{"phone":"+221771234578"}`)
-			r.want(t, 201, "")
-			if _, err := emu.PayerAct(providerRef(t, e, p.ID), xaalis.ProviderSuccess); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { emu.SetRoute("channel_a", "direct", provider.RouteSwitches{}) })
-			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{LatencyMS: 800}); err != nil {
-				t.Fatal(err)
-			}
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-giveup-1", "+221771234578", provider.RouteSwitches{LatencyMS: 800})
 			body := `{"transaction_id":"` + p.ID + `","amount":1000}`
-			req, _ := http.NewRequest("POST", e.srv.URL+"/v1/refunds", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+keys.SecretLive)
-			req.Header.Set("Idempotency-Key", "refund-giveup-1")
-			req.Header.Set("Content-Type", "application/json")
-			if _, err := (&http.Client{Timeout: 200 * time.Millisecond}).Do(req); err == nil {
-				t.Fatal("the refund answered before the client gave up")
-			}
+			e.postGivingUp(t, "/v1/refunds", keys.SecretLive, "refund-giveup-1", body, 200*time.Millisecond)
 			var rf txRecord
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				r := e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-giveup-1", body: body, invalid: true})
-				if r.status == 409 && time.Now().Before(deadline) {
-					continue // the first request's handler is still at work
-				}
-				r.data(t, &rf)
-				break
-			}
+			e.retryPastInFlight(t, "/v1/refunds", keys.SecretLive, "refund-giveup-1", body).data(t, &rf)
 			if rf.Status != "success" {
 				t.Fatalf("the refund after its client gave up: %+v", rf)
 			}
