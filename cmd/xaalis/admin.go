@@ -78,42 +78,38 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 		return usagef("merchant update: expected one merchant ID")
 	}
 	set := setFlags(fs)
-	var u xaalis.MerchantUpdate
+	var c xaalis.MerchantChange
 	if set["status"] {
-		st := xaalis.MerchantStatus(*status)
-		u.Status = &st
+		c.Status = status
 	}
 	if set["kyc"] {
-		k := xaalis.KYCStatus(*kyc)
-		u.KYC = &k
+		c.KYC = kyc
 	}
 	if set["allowed-providers"] {
 		p := splitComma(*providers)
-		u.AllowedProviders = &p
+		c.AllowedProviders = &p
 	}
 	if set["allow-ips"] {
-		p, err := xaalis.ParsePrefixes(splitComma(*ips))
-		if err != nil {
-			return usagef("--allow-ips: %v", err)
-		}
-		u.AllowIPs = &p
+		p := splitComma(*ips)
+		c.AllowIPs = &p
 	}
 	if set["return-hosts"] {
-		h, err := xaalis.ParseReturnHosts(splitComma(*returnHosts))
-		if err != nil {
-			return usagef("--return-hosts: %s", describe(err))
-		}
-		u.ReturnHosts = &h
+		h := splitComma(*returnHosts)
+		c.ReturnHosts = &h
 	}
 	if set["name"] {
-		u.Name = name
+		c.Name = name
 	}
 	if set["payouts"] {
 		on := *payouts == "enabled"
 		if !on && *payouts != "disabled" {
 			return usagef("--payouts: expected enabled or disabled")
 		}
-		u.PayoutsEnabled = &on
+		c.PayoutsEnabled = &on
+	}
+	u, err := c.Update()
+	if err != nil {
+		return describe(err, "allow_ips", "return_hosts")
 	}
 	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		m, err := app.UpdateMerchant(ctx, pos[0], u)

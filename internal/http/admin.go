@@ -1,7 +1,6 @@
 package http
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -176,47 +175,15 @@ func (a *Admin) handleMerchantGet(w http.ResponseWriter, r *http.Request) {
 // does: its KYC, status, provider whitelist, IP allowlist, return hosts,
 // name or payouts; the fields left out stay as they are.
 func (a *Admin) handleMerchantUpdate(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Name             *string   `json:"name"`
-		Status           *string   `json:"status"`
-		KYC              *string   `json:"kyc"`
-		AllowedProviders *[]string `json:"allowed_providers"`
-		AllowIPs         *[]string `json:"allow_ips"`
-		ReturnHosts      *[]string `json:"return_hosts"`
-		PayoutsEnabled   *bool     `json:"payouts_enabled"`
-	}
+	var in xaalis.MerchantChange
 	if err := decode(r, &in); err != nil {
 		Error(w, r, err)
 		return
 	}
-	u := xaalis.MerchantUpdate{Name: in.Name, AllowedProviders: in.AllowedProviders, PayoutsEnabled: in.PayoutsEnabled}
-	if in.Status != nil {
-		st := xaalis.MerchantStatus(*in.Status)
-		u.Status = &st
-	}
-	if in.KYC != nil {
-		k := xaalis.KYCStatus(*in.KYC)
-		u.KYC = &k
-	}
-	if in.AllowIPs != nil {
-		p, err := xaalis.ParsePrefixes(*in.AllowIPs)
-		var e *xaalis.Error
-		if errors.As(err, &e) {
-			Error(w, r, &xaalis.Error{Code: xaalis.EValidation, Fields: xaalis.ValidationErrors{"allow_ips": {e.Text()}}})
-			return
-		} else if err != nil {
-			Error(w, r, err)
-			return
-		}
-		u.AllowIPs = &p
-	}
-	if in.ReturnHosts != nil {
-		h, err := xaalis.ParseReturnHosts(*in.ReturnHosts)
-		if err != nil {
-			Error(w, r, err)
-			return
-		}
-		u.ReturnHosts = &h
+	u, err := in.Update()
+	if err != nil {
+		Error(w, r, err)
+		return
 	}
 	m, err := a.App.UpdateMerchant(r.Context(), r.PathValue("id"), u)
 	if err != nil {

@@ -1,6 +1,7 @@
 package xaalis
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -195,6 +196,52 @@ func ParseReturnHosts(list []string) ([]string, error) {
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"return_hosts": {"at most 20 hosts"}}}
 	}
 	return out, nil
+}
+
+// MerchantChange is a merchant update as an operator writes it, in the
+// operator API's JSON or the CLI's flags: words and lists, read by Update.
+// A field left nil stays as it is.
+type MerchantChange struct {
+	Name             *string   `json:"name"`
+	Status           *string   `json:"status"`
+	KYC              *string   `json:"kyc"`
+	AllowedProviders *[]string `json:"allowed_providers"`
+	AllowIPs         *[]string `json:"allow_ips"`
+	ReturnHosts      *[]string `json:"return_hosts"`
+	PayoutsEnabled   *bool     `json:"payouts_enabled"`
+}
+
+// Update reads c: validation_error naming allow_ips or return_hosts when
+// one of theirs is not an address or a host (UpdateMerchant checks the
+// rest).
+func (c MerchantChange) Update() (MerchantUpdate, error) {
+	u := MerchantUpdate{Name: c.Name, AllowedProviders: c.AllowedProviders, PayoutsEnabled: c.PayoutsEnabled}
+	if c.Status != nil {
+		st := MerchantStatus(*c.Status)
+		u.Status = &st
+	}
+	if c.KYC != nil {
+		k := KYCStatus(*c.KYC)
+		u.KYC = &k
+	}
+	if c.AllowIPs != nil {
+		p, err := ParsePrefixes(*c.AllowIPs)
+		var e *Error
+		if errors.As(err, &e) {
+			return u, &Error{Code: EValidation, Fields: ValidationErrors{"allow_ips": {e.Text()}}}
+		} else if err != nil {
+			return u, err
+		}
+		u.AllowIPs = &p
+	}
+	if c.ReturnHosts != nil {
+		h, err := ParseReturnHosts(*c.ReturnHosts)
+		if err != nil {
+			return u, err
+		}
+		u.ReturnHosts = &h
+	}
+	return u, nil
 }
 
 // MerchantJSON is how the CLI and the operator API show a merchant.
