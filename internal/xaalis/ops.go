@@ -564,22 +564,15 @@ func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, er
 	if err != nil {
 		return "", err
 	}
-	// An id wins; a merchant_ref may look like one (merchants use UUIDs
-	// as order numbers), and an id may be given in upper case.
-	low := strings.ToLower(key)
+	// An id wins, and so does a TXN- reference (unique across merchants):
+	// a merchant_ref may be written like either (merchants use UUIDs as
+	// order numbers). An id may be given in upper case.
 	for _, t := range found {
-		if t.ID == key {
+		if t.ID == key || t.Reference == key {
 			return t.ID, nil
 		}
 	}
-	// So does a TXN- reference, unique across merchants: another
-	// merchant's merchant_ref written like it does not hide it.
-	for _, t := range found {
-		if t.Reference == key {
-			return t.ID, nil
-		}
-	}
-	if low != key && isUUID(low) {
+	if low := strings.ToLower(key); low != key && isUUID(low) {
 		if _, err := a.Store.Transaction(ctx, "", low); err == nil {
 			return low, nil
 		} else if !errors.Is(err, ErrNotFound) {
@@ -588,7 +581,7 @@ func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, er
 	}
 	var all, pays []*Transaction
 	for _, t := range found {
-		if t.Reference == key || t.MerchantRef == key {
+		if t.MerchantRef == key {
 			all = append(all, t)
 			if t.Type == TypePayment {
 				pays = append(pays, t)
