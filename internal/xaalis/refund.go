@@ -206,16 +206,21 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	case inTx:
 		return out, nil
 	}
-	// The provider is asked to the end though the client hangs up: cut
-	// off, the call made an unknown outcome of a refund the provider may
-	// never have received, settled only a minute later by the dispatcher.
+	return a.sendRefund(ctx, r, pay)
+}
+
+// sendRefund asks the provider for refund r of payment pay and applies
+// its answer. The provider is asked to the end though the client hangs
+// up: cut off, the call made an unknown outcome of a refund the provider
+// may never have received, settled only a minute later by the
+// dispatcher. The answer, or the route of an attempt whose outcome is
+// unknown, is recorded though the request was cancelled meanwhile:
+// unrecorded, the route was lost and the refund could be sent again
+// elsewhere.
+func (a *App) sendRefund(ctx context.Context, r, pay *Transaction) (*Transaction, error) {
 	pctx, cancel := providerContext(ctx)
 	res, perr := a.Gateway.Refund(pctx, a.refundRequest(r, pay))
 	cancel()
-	// The provider's answer, or the route of an attempt whose outcome is
-	// unknown, is recorded though the request that asked was cancelled
-	// meanwhile: unrecorded, the route was lost and the refund could be
-	// sent again elsewhere.
 	return a.applyRefund(context.WithoutCancel(ctx), r.ID, &res, perr)
 }
 
@@ -282,10 +287,7 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 	if !r.Status.Open() {
 		return a.applyRefund(ctx, id, nil, nil)
 	}
-	pctx, cancel := providerContext(ctx) // as in CreateRefund
-	res, perr := a.Gateway.Refund(pctx, a.refundRequest(r, pay))
-	cancel()
-	return a.applyRefund(context.WithoutCancel(ctx), id, &res, perr)
+	return a.sendRefund(ctx, r, pay)
 }
 
 // applyRefund settles a refund by the provider's answer, with its ledger
