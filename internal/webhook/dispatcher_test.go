@@ -683,10 +683,7 @@ func TestDispatcherRunWakesForRetries(t *testing.T) {
 	d := f.dispatcher()
 	d.Now = time.Now // the timer waits in real time
 	d.RetryScale = 0.001
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx, time.Hour); close(done) }()
-	defer func() { cancel(); <-done }()
+	runUntilEnd(t, d, time.Hour)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(rcv.requests()) < 2 {
 		if time.Now().After(deadline) {
@@ -761,6 +758,14 @@ func TestDispatcherWaitsForDurable(t *testing.T) {
 // while the hanging attempt waits for its timeout, is delivered at once.
 // (Run waited for every delivery of a round before claiming again: one
 // receiver that hung for its 15 s delayed every merchant's webhooks.)
+// runUntilEnd runs d.Run(every) until the test ends.
+func runUntilEnd(t *testing.T, d *Dispatcher, every time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx, every); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func TestDispatcherRunNoHeadOfLine(t *testing.T) {
 	f := newFixture(t)
 	slow := newReceiver(t, f.clock, func(int) int { return 0 }) // hangs
@@ -770,10 +775,7 @@ func TestDispatcherRunNoHeadOfLine(t *testing.T) {
 	d := f.dispatcher()
 	d.Now = time.Now
 	d.Timeout = 10 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx, 20*time.Millisecond); close(done) }()
-	defer func() { cancel(); <-done }()
+	runUntilEnd(t, d, 20*time.Millisecond)
 	wait := func(r *receiver, what string) time.Time {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); len(r.requests()) == 0; time.Sleep(5 * time.Millisecond) {
@@ -809,10 +811,7 @@ func TestDispatcherRunDrainsPastStuckSlots(t *testing.T) {
 	d := f.dispatcher()
 	d.Now = time.Now
 	d.Timeout = 20 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx, time.Second); close(done) }()
-	defer func() { cancel(); <-done }()
+	runUntilEnd(t, d, time.Second)
 	for deadline := time.Now().Add(8 * time.Second); len(fast.requests()) < 100; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of 100 delivered in 8 s beside %d hanging receivers", len(fast.requests()), Concurrency-6)
