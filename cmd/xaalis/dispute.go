@@ -40,7 +40,7 @@ func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) stri
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payment %s not found", *tx)
 		} else if err != nil {
-			return describe(err)
+			return describe(err, "reason")
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(d)
@@ -55,6 +55,7 @@ func cmdDisputeDecide(ctx context.Context, args []string, getenv func(string) st
 	fs := newFlags("dispute decide", stderr)
 	db := databaseFlag(fs, getenv)
 	outcome := fs.String("outcome", "", "won or lost (required)")
+	note := fs.String("note", "", "why, kept in the audit log")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -64,11 +65,11 @@ func cmdDisputeDecide(ctx context.Context, args []string, getenv func(string) st
 		return usagef("dispute decide: expected one dispute ID and --outcome won|lost")
 	}
 	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
-		d, err := app.DecideDispute(ctx, pos[0], xaalis.DisputeStatus(*outcome), "")
+		d, err := app.DecideDispute(ctx, pos[0], xaalis.DisputeStatus(*outcome), *note)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("dispute %s not found", pos[0])
 		} else if err != nil {
-			return describe(err, "outcome")
+			return describe(err, "outcome", "note")
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(d)

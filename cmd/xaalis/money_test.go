@@ -68,9 +68,19 @@ func TestOperatorCLI(t *testing.T) {
 		b := submit()
 		_, _, err := cli(t, noEnv, "payout-request", "reject", b, "--database-url", db)
 		wantErr(t, true, "", err) // a reason is required: a bad command line
+		// A reason the text rules refuse is a bad command line, and
+		// moves nothing.
+		_, _, err = cli(t, noEnv, "payout-request", "reject", b, "--reason", "unknown\x1b[2Jaccount", "--database-url", db)
+		wantErr(t, true, "", err)
+		if status(b) != "submitted" {
+			t.Fatal("a refused reason moved the request")
+		}
 		mustCLI(t, noEnv, "payout-request", "reject", b, "--reason", "unknown account", "--database-url", db)
 		if status(b) != "rejected" {
 			t.Fatal("reject")
+		}
+		if e := lastAudit(t, db); e.Action != "payout_request.reject" || e.Note != "unknown account" {
+			t.Fatalf("the reject's audit entry: %+v", e)
 		}
 		stdout, _, err := cli(t, noEnv, "payout-request", "approve", b, "--database-url", db)
 		wantErr(t, false, stdout, err) // rejected is final
@@ -92,9 +102,19 @@ func TestOperatorCLI(t *testing.T) {
 		// The event it writes names the hosted page at the public address
 		// serve's own would (XAALIS_PUBLIC_URL), not at localhost:8080.
 		// Named by its merchant_ref, as the console names it.
-		out := mustCLI(t, envOf("XAALIS_PUBLIC_URL", "https://pay.example.com"), "payment", "mark-refunded", "cli-b", "--note", "paid back by payout po-9", "--database-url", db)
+		_, _, err := cli(t, noEnv, "payment", "mark-refunded", "cli-b", "--note", "paid back\x07", "--database-url", db)
+		wantErr(t, true, "", err) // a bell in the note: a bad command line, nothing marked
+		out := mustCLI(t, envOf("XAALIS_PUBLIC_URL", "https://pay.example.com"), "payment", "mark-refunded", "cli-b", "--note", "paid back by payout po-9\nby the merchant", "--database-url", db)
 		if !strings.Contains(out, "refunded") {
 			t.Fatalf("mark-refunded: %s", out)
+		}
+		// The note is the operator's evidence: kept in the audit entry,
+		// and shown on one line by audit list.
+		if e := lastAudit(t, db); e.Action != "payment.mark_refunded" || e.Note != "paid back by payout po-9\nby the merchant" {
+			t.Fatalf("the audit entry: %+v", e)
+		}
+		if out := mustCLI(t, noEnv, "audit", "list", "--limit", "1", "--database-url", db); !strings.Contains(out, "paid back by payout po-9 by the merchant") {
+			t.Fatalf("audit list: %s", out)
 		}
 		var evs struct {
 			Data []struct {
@@ -111,6 +131,28 @@ func TestOperatorCLI(t *testing.T) {
 		_ = json.Unmarshal(s.do(t, "GET", "/v1/payments/"+id, key, "").want(t, 200, "").body, &p)
 		if p.Data.Status != "refunded" {
 			t.Fatalf("status %s", p.Data.Status)
+		}
+	})
+	t.Run("ErrControlCharacters", func(t *testing.T) {
+		// The command line sends no JSON, so the API's input hygiene never
+		// saw what it stores: each command applies the same rules, and a
+		// value they refuse is a bad command line that changes nothing.
+		for _, args := range [][]string{
+			{"merchant", "create", "--name", "Evil\x1b[31m"},
+			{"merchant", "update", m.MerchantID, "--name", "Bad\x01Name"},
+			{"merchant", "update", m.MerchantID, "--name", "   "},
+			{"operator", "token", "create", "--name", "op\x1b[2J"},
+			{"dispute", "open", "--transaction", "cli-1", "--reason", "bad\x07reason"},
+			{"dispute", "decide", "DSP-NONE", "--outcome", "won", "--note", "\x1b"},
+			{"payout-request", "approve", "p", "--reason", "\x9b"},
+			{"payment", "mark-refunded", "cli-1", "--note", "x\x00"},
+		} {
+			before := len(auditEntries(t, db))
+			stdout, _, err := cli(t, noEnv, append(args, "--database-url", db)...)
+			wantErr(t, true, stdout, err)
+			if n := len(auditEntries(t, db)); n != before {
+				t.Errorf("%q: %d audit entries, %d before", args, n, before)
+			}
 		}
 	})
 	t.Run("OKOperatorToken", func(t *testing.T) {
@@ -156,4 +198,34 @@ func TestOperatorCLI(t *testing.T) {
 			t.Fatalf("corrupted ledger passed: %v\n%s", err, stdout)
 		}
 	})
+}
+
+// auditEntries is the audit log, newest first, as audit list --json
+// prints it.
+func auditEntries(t *testing.T, db string) []auditOut {
+	t.Helper()
+	var list []auditOut
+	if err := json.Unmarshal([]byte(mustCLI(t, noEnv, "audit", "list", "--json", "--limit", "100", "--database-url", db)), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+type auditOut struct {
+	Action string
+	Note   *string
+}
+
+// lastAudit is the newest audit entry, its note "" when it has none.
+func lastAudit(t *testing.T, db string) struct{ Action, Note string } {
+	t.Helper()
+	list := auditEntries(t, db)
+	if len(list) == 0 {
+		t.Fatal("no audit entry")
+	}
+	e := struct{ Action, Note string }{Action: list[0].Action}
+	if list[0].Note != nil {
+		e.Note = *list[0].Note
+	}
+	return e
 }

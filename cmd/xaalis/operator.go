@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -34,7 +35,8 @@ func cmdOperatorTokenCreate(ctx context.Context, args []string, getenv func(stri
 	switch {
 	case *expiresIn != 0 && *expiresAt != "":
 		return usagef("operator token create: give --expires-in or --expires-at, not both")
-	case *expiresIn < 0:
+	case *expiresIn < 0 || (*expiresIn == 0 && setFlags(fs)["expires-in"]):
+		// 0 is the flag's default (never), not a lifetime one can ask for.
 		return usagef("--expires-in: must be positive")
 	case *expiresIn > 0:
 		t := time.Now().UTC().Add(*expiresIn)
@@ -163,7 +165,7 @@ func cmdAuditList(ctx context.Context, args []string, getenv func(string) string
 			return json.NewEncoder(stdout).Encode(append([]*xaalis.AuditEntry{}, list...))
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tACTOR\tTOKEN\tFROM\tACTION\tOBJECT")
+		fmt.Fprintln(tw, "AT\tACTOR\tTOKEN\tFROM\tACTION\tOBJECT\tNOTE")
 		dash := func(s string) string {
 			if s == "" {
 				return "-"
@@ -171,8 +173,10 @@ func cmdAuditList(ctx context.Context, args []string, getenv func(string) string
 			return s
 		}
 		for _, e := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s %s\n", xaalis.Timestamp(e.At), e.Actor, dash(e.TokenID), dash(e.ClientIP),
-				e.Action, e.ObjectType, e.ObjectID)
+			// A note may hold tabs and line breaks, which would break the
+			// table: it is shown on one line.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s %s\t%s\n", xaalis.Timestamp(e.At), e.Actor, dash(e.TokenID), dash(e.ClientIP),
+				e.Action, e.ObjectType, e.ObjectID, dash(strings.Join(strings.Fields(e.Note), " ")))
 		}
 		return tw.Flush()
 	})
@@ -255,7 +259,7 @@ func cmdPaymentMarkRefunded(ctx context.Context, args []string, getenv func(stri
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payment %s not found", pos[0])
 		} else if err != nil {
-			return describe(err)
+			return describe(err, "note")
 		}
 		fmt.Fprintf(stdout, "payment %s (%s) is %s\n", t.ID, t.Reference, t.Status)
 		return nil

@@ -33,39 +33,18 @@ var freeTextFields = map[string]bool{
 	"merchant_response": true, // the dispute's evidence text
 }
 
-// Hygiene messages, one per fault.
+// Hygiene messages, one per fault: the domain's text rules, and one of
+// the JSON layer's own.
 const (
-	msgControl     = "must not contain control characters (U+0000–U+001F, U+007F–U+009F)"
-	msgControlText = "must not contain control characters other than tab and newline"
-	msgUTF8        = "must be valid UTF-8"
+	msgControl     = xaalis.MsgControl
+	msgControlText = xaalis.MsgControlText
+	msgUTF8        = xaalis.MsgUTF8
 	msgKey         = "has a key that is not valid UTF-8 or holds control characters"
 )
 
 // badRune reports the first fault of s: "" when it is clean. Free text
 // may hold tab, LF, and CR directly before LF.
-func badRune(s string, freeText bool) string {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f {
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			return msgUTF8
-		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
-			if !freeText {
-				return msgControl
-			}
-			if r != '\t' && r != '\n' && !(r == '\r' && i+1 < len(s) && s[i+1] == '\n') {
-				return msgControlText
-			}
-		}
-		i += n
-	}
-	return ""
-}
+func badRune(s string, freeText bool) string { return xaalis.TextFault(s, freeText) }
 
 // cleanBody reports whether a JSON body certainly holds no string the
 // hygiene rules refuse, without parsing it: valid UTF-8, no DEL or C1

@@ -456,6 +456,19 @@ func TestRefunds(t *testing.T) {
 					t.Fatalf("mark-refunded, call %d: %d %v", i+1, st, out)
 				}
 			}
+			// The note is kept in the audit entry (once: the second call
+			// changed nothing).
+			_, log := operatorDo(t, admin, token, "GET", "/admin/v1/audit-log", "")
+			entries, _ := log["data"].([]any)
+			first, _ := entries[0].(map[string]any)
+			if first["action"] != "payment.mark_refunded" || first["note"] != "paid back by payout" {
+				t.Fatalf("audit log: %v", log)
+			}
+			for _, x := range entries[1:] {
+				if e, _ := x.(map[string]any); e["action"] == "payment.mark_refunded" {
+					t.Fatalf("two audit entries for one change: %v", log)
+				}
+			}
 		})
 		t.Run("OKPartialThenFull", func(t *testing.T) {
 			r := refund("r-1", `{"transaction_id":"`+p.Reference+`","amount":4000,"reason":"returned item"}`).want(t, 201, "")

@@ -63,8 +63,8 @@ func (t *Tx) RevokeOperatorToken(ctx context.Context, id string, at time.Time) e
 // InsertAudit appends to the audit log.
 func (t *Tx) InsertAudit(ctx context.Context, e *xaalis.AuditEntry) error {
 	_, err := t.tx.Exec(ctx, `INSERT INTO audit_log (id, at, actor, token_id, action, object_type, object_id,
-		before, after, request_id, client_ip) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, e.ID, e.At, e.Actor,
-		e.TokenID, e.Action, e.ObjectType, e.ObjectID, nullJSON(e.Before), nullJSON(e.After), e.RequestID, e.ClientIP)
+		before, after, request_id, client_ip, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, e.ID, e.At, e.Actor,
+		e.TokenID, e.Action, e.ObjectType, e.ObjectID, nullJSON(e.Before), nullJSON(e.After), e.RequestID, e.ClientIP, e.Note)
 	return err
 }
 
@@ -86,14 +86,14 @@ func (s *Store) AuditLog(ctx context.Context, page xaalis.PageRequest) ([]*xaali
 		var e xaalis.AuditEntry
 		var before, after []byte
 		if err := row.Scan(&e.ID, &e.At, &e.Actor, &e.TokenID, &e.Action, &e.ObjectType, &e.ObjectID, &before, &after,
-			&e.RequestID, &e.ClientIP); err != nil {
+			&e.RequestID, &e.ClientIP, &e.Note); err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		e.At = e.At.UTC()
 		e.Before, e.After = before, after
 		return &e, nil
 	}, `SELECT id, at, actor, token_id, action, object_type, object_id, before::text, after::text, request_id,
-		client_ip FROM audit_log ORDER BY at DESC, id DESC`+tail, args...)
+		client_ip, note FROM audit_log ORDER BY at DESC, id DESC`+tail, args...)
 	return list, total, err
 }
 

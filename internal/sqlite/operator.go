@@ -67,8 +67,8 @@ func (t *Tx) RevokeOperatorToken(ctx context.Context, id string, at time.Time) e
 // InsertAudit appends to the audit log.
 func (t *Tx) InsertAudit(ctx context.Context, e *xaalis.AuditEntry) error {
 	_, err := t.tx.ExecContext(ctx, `INSERT INTO audit_log (id, at, actor, token_id, action, object_type, object_id,
-		before, after, request_id, client_ip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.ID, micros(e.At), e.Actor,
-		e.TokenID, e.Action, e.ObjectType, e.ObjectID, nullJSON(e.Before), nullJSON(e.After), e.RequestID, e.ClientIP)
+		before, after, request_id, client_ip, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.ID, micros(e.At), e.Actor,
+		e.TokenID, e.Action, e.ObjectType, e.ObjectID, nullJSON(e.Before), nullJSON(e.After), e.RequestID, e.ClientIP, e.Note)
 	return err
 }
 
@@ -90,7 +90,7 @@ func (s *Store) AuditLog(ctx context.Context, page xaalis.PageRequest) ([]*xaali
 		var at int64
 		var before, after sql.NullString
 		if err := sc(&e.ID, &at, &e.Actor, &e.TokenID, &e.Action, &e.ObjectType, &e.ObjectID, &before, &after,
-			&e.RequestID, &e.ClientIP); err != nil {
+			&e.RequestID, &e.ClientIP, &e.Note); err != nil {
 			return nil, err
 		}
 		e.At = fromMicros(at)
@@ -101,7 +101,7 @@ func (s *Store) AuditLog(ctx context.Context, page xaalis.PageRequest) ([]*xaali
 			e.After = json.RawMessage(after.String)
 		}
 		return &e, nil
-	}, `SELECT id, at, actor, token_id, action, object_type, object_id, before, after, request_id, client_ip FROM audit_log
+	}, `SELECT id, at, actor, token_id, action, object_type, object_id, before, after, request_id, client_ip, note FROM audit_log
 		ORDER BY at DESC, id DESC LIMIT +? OFFSET ?`, page.PerPage, page.Offset())
 	return list, total, err
 }

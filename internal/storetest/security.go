@@ -165,9 +165,9 @@ func testAuditLog(t *testing.T, s xaalis.Store) {
 		e := &xaalis.AuditEntry{ID: xaalis.NewUUIDv7(), At: t0.Add(time.Duration(i) * time.Minute), Actor: "ops",
 			TokenID: "tok-1", Action: act, ObjectType: "merchant", ObjectID: "m-1",
 			Before: json.RawMessage(`{"status":"active"}`), After: json.RawMessage(`{"status":"suspended"}`), RequestID: "req_1",
-			ClientIP: "203.0.113.7"}
+			ClientIP: "203.0.113.7", Note: "asked by the merchant\non the phone"}
 		if i == 1 {
-			e.Before, e.ClientIP = nil, ""
+			e.Before, e.ClientIP, e.Note = nil, "", ""
 		}
 		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertAudit(ctx, e) }); err != nil {
 			t.Fatal(err)
@@ -180,7 +180,8 @@ func testAuditLog(t *testing.T, s xaalis.Store) {
 	var before, after map[string]string
 	if list[0].Before != nil || json.Unmarshal(list[1].Before, &before) != nil || before["status"] != "active" ||
 		json.Unmarshal(list[1].After, &after) != nil || after["status"] != "suspended" || list[1].TokenID != "tok-1" ||
-		list[1].RequestID != "req_1" || !list[1].At.Equal(t0) || list[1].ClientIP != "203.0.113.7" || list[0].ClientIP != "" {
+		list[1].RequestID != "req_1" || !list[1].At.Equal(t0) || list[1].ClientIP != "203.0.113.7" || list[0].ClientIP != "" ||
+		list[1].Note != "asked by the merchant\non the phone" || list[0].Note != "" {
 		t.Fatalf("entry: %+v", list[1])
 	}
 	if list, total, _ := s.AuditLog(ctx, xaalis.PageRequest{Page: 3, PerPage: 1}); total != 2 || len(list) != 0 {

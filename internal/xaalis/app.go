@@ -200,6 +200,7 @@ func (a *App) newMerchant(ctx context.Context, in MerchantCreate) (*newMerchantR
 	if in.Name == "" || utf8.RuneCountInString(in.Name) > 200 {
 		v.Add("name", "is required, at most 200 characters")
 	}
+	checkText(v, "name", in.Name, false)
 	if in.Country == "" {
 		in.Country = "SN"
 	}
@@ -267,6 +268,7 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 		if name == "" || utf8.RuneCountInString(name) > 200 {
 			v.Add("name", "is required, at most 200 characters")
 		}
+		checkText(v, "name", name, false)
 		u.Name = &name
 	}
 	if u.AllowedProviders != nil {

@@ -82,6 +82,11 @@ type DisputeOpen struct {
 // owed meanwhile), dispute.opened. It returns not_found or
 // validation_error.
 func (a *App) OpenDispute(ctx context.Context, in DisputeOpen) (*Dispute, error) {
+	v := ValidationErrors{}
+	checkNote(v, "reason", in.Reason)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(in.TransactionID) != "" {
 		id, err := a.OperatorTransactionID(ctx, in.TransactionID)
 		if err != nil {
@@ -272,11 +277,18 @@ func (a *App) RespondDispute(ctx context.Context, p *Principal, key string, in D
 // released (what was owed is settled first) and the payment returns to
 // success; lost: the reserved amount goes back to the provider and the
 // payment stays disputed. id is the dispute's id or DSP- reference. It
-// returns not_found and validation_error for a closed dispute or another
-// outcome.
+// returns not_found and validation_error for a closed dispute, another
+// outcome or a note the text rules refuse. The note (why) is kept in the
+// decision's audit entry.
 func (a *App) DecideDispute(ctx context.Context, id string, outcome DisputeStatus, why string) (*Dispute, error) {
+	why = strings.TrimSpace(why)
+	v := ValidationErrors{}
 	if outcome != DisputeWon && outcome != DisputeLost {
-		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"outcome": {"must be won or lost"}}}
+		v.Add("outcome", "must be won or lost")
+	}
+	checkNote(v, "note", why)
+	if err := v.Err(); err != nil {
+		return nil, err
 	}
 	if !isUUID(id) {
 		// A DSP- reference, as the API takes it.
@@ -297,7 +309,7 @@ func (a *App) DecideDispute(ctx context.Context, id string, outcome DisputeStatu
 			return err
 		}
 		out = d
-		return a.audit(ctx, tx, "dispute.decide", "dispute", d.ID, before, d)
+		return a.auditNote(ctx, tx, "dispute.decide", "dispute", d.ID, before, d, why)
 	})
 	return out, err
 }

@@ -57,6 +57,7 @@ func (a *App) CreateOperatorToken(ctx context.Context, name string, expiresAt *t
 	if name == "" || utf8.RuneCountInString(name) > 100 {
 		v.Add("name", "is required, at most 100 characters")
 	}
+	checkText(v, "name", name, false)
 	now := a.now()
 	if expiresAt != nil && !expiresAt.After(now) {
 		v.Add("expires_at", "must be in the future")
@@ -174,6 +175,10 @@ type AuditEntry struct {
 	RequestID  string
 	// ClientIP is the address the action came from; "" for the command line.
 	ClientIP string
+	// Note is what the operator wrote with the action ("" for none): a
+	// payment marked refunded names the payout that paid the payer back,
+	// a decision or a move its reason.
+	Note string
 }
 
 // MarshalJSON renders the public audit record.
@@ -197,13 +202,19 @@ func (e *AuditEntry) MarshalJSON() ([]byte, error) {
 		After      json.RawMessage `json:"after"`
 		RequestID  *string         `json:"request_id"`
 		ClientIP   *string         `json:"client_ip"`
+		Note       *string         `json:"note"`
 	}{e.ID, "audit_entry", Timestamp(e.At), e.Actor, strPtr(e.TokenID), e.Action, e.ObjectType, e.ObjectID,
-		raw(e.Before), raw(e.After), strPtr(e.RequestID), strPtr(e.ClientIP)})
+		raw(e.Before), raw(e.After), strPtr(e.RequestID), strPtr(e.ClientIP), strPtr(e.Note)})
 }
 
 // audit records an operator action inside the action's own transaction,
 // so the log and the change commit together.
 func (a *App) audit(ctx context.Context, tx Tx, action, objType, objID string, before, after any) error {
+	return a.auditNote(ctx, tx, action, objType, objID, before, after, "")
+}
+
+// auditNote is audit with the operator's note kept beside the change.
+func (a *App) auditNote(ctx context.Context, tx Tx, action, objType, objID string, before, after any, note string) error {
 	enc := func(v any) (json.RawMessage, error) {
 		if v == nil {
 			return nil, nil
@@ -220,7 +231,8 @@ func (a *App) audit(ctx context.Context, tx Tx, action, objType, objID string, b
 	}
 	act := ActorFrom(ctx)
 	e := &AuditEntry{ID: a.NewID(), At: a.now(), Actor: act.Name, TokenID: act.TokenID, Action: action,
-		ObjectType: objType, ObjectID: objID, Before: b, After: af, RequestID: act.RequestID, ClientIP: act.ClientIP}
+		ObjectType: objType, ObjectID: objID, Before: b, After: af, RequestID: act.RequestID, ClientIP: act.ClientIP,
+		Note: note}
 	if err := tx.InsertAudit(ctx, e); err != nil {
 		return fmt.Errorf("insert audit entry: %w", err)
 	}

@@ -220,12 +220,18 @@ const (
 // moves exist: submitted→approved, submitted→rejected (reservation
 // released), approved→completed (reservation consumed: the net leaves to
 // the destination, the fee is earned), approved→failed (released). Any
-// other move is a validation_error naming the status. It returns
-// not_found too.
+// other move is a validation_error naming the status. The reason is kept
+// in the move's audit entry (and on the record as rejection_reason or
+// failure_reason). It returns not_found too.
 func (a *App) MovePayoutRequest(ctx context.Context, id string, action PayoutRequestAction, reason string) (*PayoutRequest, error) {
 	reason = strings.TrimSpace(reason)
+	v := ValidationErrors{}
 	if action == ActionReject && reason == "" {
-		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"reason": {"is required to reject"}}}
+		v.Add("reason", "is required to reject")
+	}
+	checkNote(v, "reason", reason)
+	if err := v.Err(); err != nil {
+		return nil, err
 	}
 	var out *PayoutRequest
 	err := a.update(ctx, func(tx Tx) error {
@@ -275,7 +281,7 @@ func (a *App) MovePayoutRequest(ctx context.Context, id string, action PayoutReq
 			return err
 		}
 		out = r
-		return a.audit(ctx, tx, "payout_request."+string(action), "payout_request", r.ID, &before, r)
+		return a.auditNote(ctx, tx, "payout_request."+string(action), "payout_request", r.ID, &before, r, reason)
 	})
 	return out, err
 }

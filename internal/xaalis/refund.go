@@ -410,9 +410,17 @@ func (a *App) event(ctx context.Context, tx Tx, t *Transaction, typ string) erro
 // MarkRefunded is the operator's action for providers without automatic
 // refunds: after the merchant paid the payer back with a payout, the
 // payment is marked refunded (event payment.refunded). No money moves
-// here: the payout already debited the merchant. It returns not_found,
-// non_payment_transaction_refund or transaction_not_refundable.
+// here: the payout already debited the merchant. The note (the payout
+// that paid the payer back) is kept in the audit entry. It returns
+// not_found, non_payment_transaction_refund, transaction_not_refundable
+// or validation_error for a note the text rules refuse.
 func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, error) {
+	note = strings.TrimSpace(note)
+	v := ValidationErrors{}
+	checkNote(v, "note", note)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
 	id, err := a.OperatorTransactionID(ctx, id)
 	if err != nil {
 		return nil, err
@@ -438,7 +446,7 @@ func (a *App) MarkRefunded(ctx context.Context, id, note string) (*Transaction, 
 			return err
 		}
 		out = t
-		return a.audit(ctx, tx, "payment.mark_refunded", "transaction", t.ID, &before, t)
+		return a.auditNote(ctx, tx, "payment.mark_refunded", "transaction", t.ID, &before, t, note)
 	})
 	return out, err
 }
