@@ -116,7 +116,7 @@ func cmdMerchantUpdate(ctx context.Context, args []string, getenv func(string) s
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("merchant %s not found", pos[0])
 		} else if err != nil {
-			return describe(err, "status", "kyc", "allowed_providers")
+			return describe(err, "name", "status", "kyc", "allowed_providers")
 		}
 		if *asJSON {
 			return json.NewEncoder(stdout).Encode(xaalis.MerchantJSON(m))
@@ -179,6 +179,11 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 		in.Scopes = []xaalis.Scope{}
 		for _, s := range splitComma(*scopes) {
 			in.Scopes = append(in.Scopes, xaalis.Scope(s))
+		}
+		if len(in.Scopes) == 0 {
+			// A key without a scope is refused by every route: leaving
+			// the flag out gives all three.
+			return usagef("key create: --scopes names no scope; name at least one, or leave it out for all three")
 		}
 	}
 	var err error

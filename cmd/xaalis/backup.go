@@ -24,7 +24,7 @@ func cmdBackup(ctx context.Context, args []string, getenv func(string) string, s
 		return usagef("backup: --output FILE is required, and nothing else")
 	}
 	if !strings.HasPrefix(*db, "sqlite:") {
-		return usagef("backup: %s is not an SQLite database; back PostgreSQL up with pg_dump (docs/deployment.md)", *db)
+		return usagef("backup: %s is not an SQLite database; back PostgreSQL up with pg_dump (docs/deployment.md)", redactURL(*db))
 	}
 	if err := existingDatabase(*db); err != nil {
 		return err
@@ -39,7 +39,7 @@ func cmdBackup(ctx context.Context, args []string, getenv func(string) string, s
 	defer store.Close()
 	s, ok := store.(*sqlite.Store)
 	if !ok {
-		return usagef("backup: %s is not an SQLite database; back PostgreSQL up with pg_dump (docs/deployment.md)", *db)
+		return usagef("backup: %s is not an SQLite database; back PostgreSQL up with pg_dump (docs/deployment.md)", redactURL(*db))
 	}
 	if err := s.Backup(ctx, *out); err != nil {
 		return err

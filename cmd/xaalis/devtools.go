@@ -21,6 +21,9 @@ import (
 // XAALIS_API_BASE (http://localhost:8080).
 func apiFlags(fs *flag.FlagSet, getenv func(string) string) (key, base *string) {
 	key = fs.String("api-key", getenv("XAALIS_API_KEY"), "a secret API key, sk_test_... (env XAALIS_API_KEY)")
+	if *key != "" {
+		fs.Lookup("api-key").DefValue = redactKey(*key) // -h shows no secret
+	}
 	base = fs.String("api-base", envOr(getenv, "XAALIS_API_BASE", client.DefaultBaseURL), "the API's address (env XAALIS_API_BASE)")
 	return key, base
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -37,8 +38,31 @@ func envOr(getenv func(string) string, name, def string) string {
 
 // databaseFlag adds --database-url, defaulting to XAALIS_DATABASE_URL.
 func databaseFlag(fs *flag.FlagSet, getenv func(string) string) *string {
-	return fs.String("database-url", envOr(getenv, "XAALIS_DATABASE_URL", defaultDatabaseURL),
+	v := fs.String("database-url", envOr(getenv, "XAALIS_DATABASE_URL", defaultDatabaseURL),
 		"database URL: sqlite://PATH or postgres://... (env XAALIS_DATABASE_URL)")
+	// -h shows the default without the password the environment's URL
+	// may hold.
+	fs.Lookup("database-url").DefValue = redactURL(*v)
+	return v
+}
+
+// redactURL hides a database URL's password, in its user part or its
+// query (postgres://u:pw@h/db, postgres://h/db?password=pw), for help
+// texts and error messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") || strings.Contains(strings.ToLower(s), "password") {
+			return "(a database URL that does not parse)"
+		}
+		return s
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 // parseInterspersed parses flags that may come before or after positional
@@ -95,7 +119,7 @@ func openStoreOnly(ctx context.Context, url string) (xaalis.Store, error) {
 		}
 		return sqlite.Open(ctx, path)
 	}
-	return nil, usagef("database URL %q: expected sqlite://PATH or postgres://...", url)
+	return nil, usagef("database URL %q: expected sqlite://PATH or postgres://...", redactURL(url))
 }
 
 // existingDatabase refuses an SQLite URL whose file does not exist, for
@@ -123,10 +147,7 @@ func existingDatabase(url string) error {
 // rather than made (a mistyped path would leave an empty database
 // behind, and the command would find nothing in it).
 func withExistingApp(ctx context.Context, db string, getenv func(string) string, fn func(*xaalis.App) error) error {
-	if err := existingDatabase(db); err != nil {
-		return err
-	}
-	return withApp(ctx, db, getenv, fn)
+	return openApp(ctx, db, true, getenv, fn)
 }
 
 // withApp opens the database a command names and runs fn with an App on
@@ -134,16 +155,50 @@ func withExistingApp(ctx context.Context, db string, getenv func(string) string,
 // events an operator's command writes (a payment marked refunded, a
 // dispute decided) carry the payment_url the server's would.
 func withApp(ctx context.Context, db string, getenv func(string) string, fn func(*xaalis.App) error) error {
+	return openApp(ctx, db, false, getenv, fn)
+}
+
+// openApp is withApp, and withExistingApp when existing is set. A bad
+// XAALIS_PUBLIC_URL is a bad command line, refused before the database
+// is looked at.
+func openApp(ctx context.Context, db string, existing bool, getenv func(string) string, fn func(*xaalis.App) error) error {
+	u, err := publicBase(getenv("XAALIS_PUBLIC_URL"))
+	if err != nil {
+		return err
+	}
+	if existing {
+		if err := existingDatabase(db); err != nil {
+			return err
+		}
+	}
 	s, err := openStore(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	app := xaalis.NewApp(s)
-	if u := strings.TrimSpace(getenv("XAALIS_PUBLIC_URL")); u != "" {
+	if u != "" {
 		app.BaseURL = u
 	}
 	return fn(app)
+}
+
+// publicBase checks a public base URL (--public-url, XAALIS_PUBLIC_URL):
+// "" (the default), or an absolute http or https URL with a host and
+// nothing after its path. Payment URLs and the providers' notification
+// URL are built on it, so that "notaurl" gave payments a payment_url of
+// "notaurl/checkout/…".
+func publicBase(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", usagef("--public-url (XAALIS_PUBLIC_URL) %q: expected an http:// or https:// URL with a host, such as https://pay.example.com", s)
+	}
+	return strings.TrimRight(s, "/"), nil
 }
 
 // boolEnv parses a boolean environment variable.

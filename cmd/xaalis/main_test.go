@@ -1146,6 +1146,20 @@ func TestUsage(t *testing.T) {
 		{"ErrServeLogLevel", []string{"serve", "--log-level", "loud"}, getenv()},
 		{"ErrMigrateUnknownFlag", []string{"migrate", "--bogus"}, getenv()},
 		{"ErrKeyCreateUnknownFlag", []string{"key", "create", "--bogus"}, getenv()},
+		// A ticker of 0 panicked once the server listened.
+		{"ErrServeJobsIntervalZero", []string{"serve", "--jobs-interval", "0"}, getenv()},
+		{"ErrServeJobsIntervalNegative", []string{"serve", "--jobs-interval", "-1s"}, getenv()},
+		{"ErrServeWebhookTimeoutZero", []string{"serve", "--webhook-timeout", "0"}, getenv()},
+		// Payment URLs are built on it: "notaurl/checkout/…".
+		{"ErrServePublicURL", []string{"serve", "--public-url", "notaurl"}, getenv()},
+		{"ErrServePublicURLScheme", []string{"serve", "--public-url", "ftp://pay.example.com"}, getenv()},
+		{"ErrServePublicURLQuery", []string{"serve", "--public-url", "https://pay.example.com/?a=b"}, getenv()},
+		{"ErrServePublicURLEnv", []string{"serve"}, getenv("XAALIS_PUBLIC_URL", "pay.example.com")},
+		{"ErrOperatorPublicURLEnv", []string{"payment", "mark-refunded", "p"}, getenv("XAALIS_PUBLIC_URL", "notaurl")},
+		// A key without a scope would be refused by every route.
+		{"ErrKeyCreateNoScope", []string{"key", "create", "--merchant", "m", "--mode", "test", "--scopes", " , "}, getenv()},
+		// 0 is the default (never), not a lifetime.
+		{"ErrOperatorTokenExpiresInZero", []string{"operator", "token", "create", "--expires-in", "0"}, getenv()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -1161,6 +1175,27 @@ func TestUsage(t *testing.T) {
 			if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "Usage of xaalis "+strings.Join(args[:len(args)-1], " ")) {
 				t.Errorf("xaalis %s: %v\n%s", strings.Join(args, " "), err, errOut)
 			}
+		}
+	})
+	// The defaults -h shows come from the environment: no password of a
+	// database URL, no API key.
+	t.Run("OKHelpHidesSecrets", func(t *testing.T) {
+		t.Parallel()
+		env := getenv("XAALIS_DATABASE_URL", "postgres://app:S3cretPassw0rd@db.example:5432/x?sslmode=disable",
+			"XAALIS_API_KEY", "sk_test_AbCdEfGhIjKlMnOpQrStUvWx")
+		for _, args := range [][]string{{"serve", "-h"}, {"ledger", "check", "-h"}, {"trigger", "-h"}, {"listen", "-h"}} {
+			_, errOut, err := cli(t, env, args...)
+			if !errors.Is(err, flag.ErrHelp) || strings.Contains(errOut, "S3cretPassw0rd") || strings.Contains(errOut, "AbCdEfGhIjKlMnOpQrStUvWx") {
+				t.Errorf("xaalis %s: %v\n%s", strings.Join(args, " "), err, errOut)
+			}
+		}
+		_, errOut, _ := cli(t, env, "serve", "-h")
+		if !strings.Contains(errOut, "postgres://app:xxxxx@db.example:5432/x") {
+			t.Errorf("serve -h: the redacted default is missing:\n%s", errOut)
+		}
+		_, _, err := cli(t, env, "backup", "--output", filepath.Join(dir, "b.db"))
+		if err == nil || strings.Contains(err.Error(), "S3cretPassw0rd") {
+			t.Errorf("backup of PostgreSQL: %v", err)
 		}
 	})
 	t.Run("OKHelp", func(t *testing.T) {
@@ -1227,6 +1262,13 @@ func TestCommandLineStrictness(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "no database at") {
 			t.Errorf("%v on a missing database: %v", args, err)
 		}
+	}
+	// secrets add-key without a key file writes the data directory's,
+	// beside the database: a mistyped path made a directory and a key
+	// file no server reads.
+	if _, _, err := cli(t, envOf("XAALIS_SECRET_KEY_FILE", ""), "secrets", "add-key", "--database-url", missing); err == nil ||
+		!strings.Contains(err.Error(), "no database at") {
+		t.Errorf("secrets add-key on a missing database: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a command made the missing database's directory: %v", err)

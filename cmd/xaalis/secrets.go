@@ -99,7 +99,7 @@ func loadKeyring(ctx context.Context, dbURL string, needed func() ([]string, err
 		}
 		if len(ids) > 0 {
 			return keyInfo{}, fmt.Errorf("no secret key file at %s: the database's secrets are encrypted under key %s; "+
-				"give the key file this database was set up with (XAALIS_SECRET_KEY_FILE or --secret-key-file, docs/deployment.md)",
+				"give the key file this database was set up with (XAALIS_SECRET_KEY_FILE; serve and the secrets commands also take --secret-key-file; docs/deployment.md)",
 				path, strings.Join(ids, ", "))
 		}
 	}
@@ -192,6 +192,12 @@ func cmdSecretsAddKey(ctx context.Context, args []string, getenv func(string) st
 	}
 	path := *keyFile
 	if path == "" {
+		// The data directory's key file: beside a database that must
+		// exist, or a mistyped path makes a directory and a key file no
+		// server reads.
+		if err := existingDatabase(*db); err != nil {
+			return err
+		}
 		path = defaultKeyFile(*db)
 	}
 	id, err := secrets.AddKey(path)

@@ -78,6 +78,15 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if *heartbeat <= 0 {
 		return usagef("serve: --heartbeat must be positive")
 	}
+	if *jobEvery <= 0 || *hookTimeout <= 0 {
+		// A ticker of 0 panics once the server listens.
+		return usagef("serve: --jobs-interval and --webhook-timeout must be positive")
+	}
+	base, err := publicBase(*publicURL)
+	if err != nil {
+		return err
+	}
+	*publicURL = base
 	if *retryScale <= 0 || *retryScale > 1 {
 		return usagef("serve: --webhook-retry-scale must be within (0, 1]")
 	}
