@@ -131,8 +131,19 @@ func newKeyLine() ([]byte, string) {
 // when it does not exist, and returns the new key's id. The file is
 // replaced whole (written beside it, then renamed), so that a reader never
 // sees half of it. The new key does not encrypt until the database is
-// told to use it.
+// told to use it. A path that is a symbolic link has its target replaced,
+// not the link: a key file linked from elsewhere (configuration
+// management, a mounted secret) became a plain file the servers reading
+// the target never saw, and they could then read none of the secrets
+// encrypted under the new key.
 func AddKey(path string) (string, error) {
+	if st, err := os.Lstat(path); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return "", fmt.Errorf("key file %s is a link that leads to no file: %w", path, err)
+		}
+		path = target
+	}
 	old, err := os.ReadFile(path)
 	mode := fs.FileMode(0o600)
 	uid, gid, ownerKnown := 0, 0, false

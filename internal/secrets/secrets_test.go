@@ -124,6 +124,42 @@ func TestAddKeyKeepsOwner(t *testing.T) {
 	}
 }
 
+// TestAddKeyThroughALink: a key file reached through a symbolic link
+// gets the key in its target, and the link stays a link.
+func TestAddKeyThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real", "k")
+	if _, err := Create(target); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.key")
+	if err := os.Symlink(filepath.Join("real", "k"), link); err != nil {
+		t.Fatal(err)
+	}
+	id, err := AddKey(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", st.Mode(), err)
+	}
+	kr, err := Load(target)
+	if err != nil || !kr.Has(id) || len(kr.IDs()) != 2 {
+		t.Fatalf("the target lacks the new key %s: %v", id, err)
+	}
+	// A link to nothing is refused, not replaced by a new file.
+	dangling := filepath.Join(dir, "dangling.key")
+	if err := os.Symlink(filepath.Join(dir, "gone"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddKey(dangling); err == nil {
+		t.Fatal("a key was added through a link to nothing")
+	}
+	if st, err := os.Lstat(dangling); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the dangling link was replaced: %v", err)
+	}
+}
+
 func TestParseKeyFile(t *testing.T) {
 	key := make([]byte, 32)
 	for i := range key {
