@@ -385,6 +385,25 @@ func serveArgs(db string, extra ...string) []string {
 	return append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--database-url", db}, extra...)
 }
 
+// TestServeBusyPortShowsDemoKeysLater: a start that cannot listen makes
+// no demo merchant, so the next start shows its keys (they are shown only
+// once).
+func TestServeBusyPortShowsDemoKeysLater(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	out, _, err := cli(t, noEnv, "serve", "--addr", busy.Addr().String(), "--admin-addr", "127.0.0.1:0", "--database-url", db)
+	if err == nil || !strings.Contains(err.Error(), "listen") || strings.Contains(out, "sk_test_") {
+		t.Fatalf("serve on a busy port: %v\n%s", err, out)
+	}
+	s := serve(t, noEnv, serveArgs(db)...)
+	s.demoKeys(t)
+}
+
 func TestServe(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db string) {
 		s := serve(t, noEnv, serveArgs(db)...)

@@ -170,20 +170,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 
-	if *testMode {
-		demo, err := app.EnsureDemoMerchant(ctx)
-		if err != nil {
-			return fmt.Errorf("create demo merchant: %w", err)
-		}
-		if demo != nil {
-			fmt.Fprintf(stdout, "Demo merchant %s created (active, test mode). Its keys are shown once:\n", demo.Merchant.ID)
-			fmt.Fprintf(stdout, "  secret test key:      %s\n", demo.Keys.SecretTest)
-			fmt.Fprintf(stdout, "  publishable test key: %s\n", demo.Keys.PublishableTest)
-		}
-	} else {
-		log.Info("live-only installation: test keys answer test_key_in_production")
-	}
-
+	// The listeners first: a start that cannot listen (a port taken)
+	// must not have made the demo merchant, whose keys are shown only
+	// once.
 	apiLn, err := net.Listen("tcp", *addr)
 	if err != nil {
 		st.stop(ctx)
@@ -195,6 +184,24 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		st.stop(ctx)
 		return fmt.Errorf("listen admin %s: %w", *adminAddr, err)
 	}
+
+	if *testMode {
+		demo, err := app.EnsureDemoMerchant(ctx)
+		if err != nil {
+			apiLn.Close()
+			adminLn.Close()
+			st.stop(ctx)
+			return fmt.Errorf("create demo merchant: %w", err)
+		}
+		if demo != nil {
+			fmt.Fprintf(stdout, "Demo merchant %s created (active, test mode). Its keys are shown once:\n", demo.Merchant.ID)
+			fmt.Fprintf(stdout, "  secret test key:      %s\n", demo.Keys.SecretTest)
+			fmt.Fprintf(stdout, "  publishable test key: %s\n", demo.Keys.PublishableTest)
+		}
+	} else {
+		log.Info("live-only installation: test keys answer test_key_in_production")
+	}
+
 	// Ordinary requests are bounded by the listeners' timeouts; a
 	// streaming route (Server-Sent Events) extends its own deadlines
 	// (xhttp.ExtendDeadlines). Shutdown waits for connections to go idle;

@@ -305,14 +305,17 @@ func (c *Config) check() error {
 			return fmt.Errorf("fx rate %s = %q: expected a positive decimal", pair, rate)
 		}
 	}
-	if c.PaymentExpirySeconds <= 0 {
+	// A negative duration or count is a mistake, not "the default":
+	// refused, as 0 (the default) is not.
+	if c.PaymentExpirySeconds < 0 || c.ReconcileAfterSeconds < 0 || c.DisputeResponseSeconds < 0 ||
+		c.SubscriptionMaxAttempts < 0 || c.SubscriptionRetrySeconds < 0 {
+		return fmt.Errorf("payment_expiry_seconds, reconcile_after_seconds, dispute_response_seconds, subscription_max_attempts and subscription_retry_seconds must be at least 0 (0: the default)")
+	}
+	if c.PaymentExpirySeconds == 0 {
 		c.PaymentExpirySeconds = 1800
 	}
-	if c.ReconcileAfterSeconds <= 0 {
+	if c.ReconcileAfterSeconds == 0 {
 		c.ReconcileAfterSeconds = 300
-	}
-	if c.DisputeResponseSeconds < 0 || c.SubscriptionMaxAttempts < 0 || c.SubscriptionRetrySeconds < 0 {
-		return fmt.Errorf("dispute_response_seconds, subscription_max_attempts and subscription_retry_seconds must be at least 0 (0: the default)")
 	}
 	if c.Publishable.PerAddressPerMinute == 0 {
 		c.Publishable.PerAddressPerMinute = 20

@@ -356,7 +356,8 @@ func TestConfigWindowsAndRetries(t *testing.T) {
 	if c.DisputeResponseWindow() != time.Hour || c.SubscriptionAttempts() != 5 || c.SubscriptionRetryDelay() != 10*time.Minute {
 		t.Errorf("set: %v %v %v", c.DisputeResponseWindow(), c.SubscriptionAttempts(), c.SubscriptionRetryDelay())
 	}
-	for _, bad := range []string{`{"dispute_response_seconds":-1}`, `{"subscription_max_attempts":-2}`, `{"subscription_retry_seconds":-3}`} {
+	for _, bad := range []string{`{"dispute_response_seconds":-1}`, `{"subscription_max_attempts":-2}`, `{"subscription_retry_seconds":-3}`,
+		`{"payment_expiry_seconds":-5}`, `{"reconcile_after_seconds":-1}`} {
 		if _, err := xaalis.ParseConfig([]byte(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
