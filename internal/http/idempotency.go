@@ -259,12 +259,23 @@ func (t *teeWriter) Write(b []byte) (int, error) {
 // command stores its own response, rendered as status, for the request's
 // Idempotency-Key inside its transaction.
 func (s *Server) committing(r *http.Request, status int) context.Context {
+	return s.committingAs(r, status, nil)
+}
+
+// committingAs is committing for a handler that answers view(result)
+// rather than the command's result (nil: the result itself), so that
+// the stored answer, which the request is answered from, is the one its
+// handler gives.
+func (s *Server) committingAs(r *http.Request, status int, view func(any) any) context.Context {
 	st, _ := r.Context().Value(ctxIdempotency).(*idemState)
 	if st == nil {
 		return r.Context()
 	}
 	live := principal(r).Mode().Live()
 	return xaalis.WithCommitHook(r.Context(), func(ctx context.Context, tx xaalis.Tx, result any) error {
+		if view != nil {
+			result = view(result)
+		}
 		body, err := encodeRecord(result, live)
 		if err != nil {
 			return err

@@ -63,12 +63,28 @@ func (s *Server) handlePaymentList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handlePaymentVerify(w http.ResponseWriter, r *http.Request) {
-	t, err := s.App.Verify(s.committing(r, http.StatusOK), principal(r), r.PathValue("id"))
+	t, err := s.App.Verify(s.committingAs(r, http.StatusOK, actedOn(r)), principal(r), r.PathValue("id"))
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.record(w, r, http.StatusOK, t)
+	s.record(w, r, http.StatusOK, actedOn(r)(t))
+}
+
+// actedOn is how the answer to an action on an existing payment (verify,
+// simulate) is shown: the record, or, to a key without
+// can_read_transactions, the payment's reduced view. Reading anything
+// needs that scope (DECISIONS), and the actions name a payment by its
+// guessable merchant_ref: a narrow key read every payer's phone, name and
+// metadata through them.
+func actedOn(r *http.Request) func(any) any {
+	read := principal(r).Key.HasScope(xaalis.ScopeReadTransactions)
+	return func(v any) any {
+		if t, ok := v.(*xaalis.Transaction); ok && !read {
+			return xaalis.PaymentStatus{T: t}
+		}
+		return v
+	}
 }
 
 func (s *Server) handlePaymentSimulate(w http.ResponseWriter, r *http.Request) {
@@ -79,12 +95,12 @@ func (s *Server) handlePaymentSimulate(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, err)
 		return
 	}
-	t, err := s.App.Simulate(s.committing(r, http.StatusOK), principal(r), r.PathValue("id"), in.Outcome)
+	t, err := s.App.Simulate(s.committingAs(r, http.StatusOK, actedOn(r)), principal(r), r.PathValue("id"), in.Outcome)
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.record(w, r, http.StatusOK, t)
+	s.record(w, r, http.StatusOK, actedOn(r)(t))
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -438,6 +438,63 @@ func TestWebhookScopes(t *testing.T) {
 	})
 }
 
+// TestInitiateOnlyKeyReadsNothing: reading needs can_read_transactions
+// (DECISIONS), and a key with can_initiate_payment alone, which may verify
+// and simulate a payment named by its merchant_ref, gets its reduced view:
+// a narrow key read every payer's phone, name and metadata that way. A
+// merchant_ref already used is not named to it either.
+func TestInitiateOnlyKeyReadsNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		mid, keys := e.merchant()
+		_, narrow, err := e.app.CreateKey(context.Background(), xaalis.KeyCreate{MerchantID: mid, Mode: xaalis.ModeTest,
+			Type: xaalis.KeySecret, Scopes: []xaalis.Scope{xaalis.ScopeInitiatePayment}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		payer := `"provider":"channel_a","payer":{"phone":"+221771234567","name":"Awa Diop"},"metadata":{"order":"secret-order"}`
+		e.pay(t, keys.SecretTest, "order-1", payer)
+		e.do(call{method: "GET", path: "/v1/payments/order-1", key: narrow}).want(t, 403, xaalis.EScopeInsufficient)
+		hidden := func(what string, body []byte) {
+			t.Helper()
+			for _, s := range []string{"771234567", "Awa", "secret-order", "payment_url", "callback_url", "fee_amount"} {
+				if strings.Contains(string(body), s) {
+					t.Fatalf("%s shows %q to a key without the read scope: %s", what, s, body)
+				}
+			}
+		}
+		var v struct{ Status, Reference string }
+		r := e.do(call{method: "POST", path: "/v1/payments/order-1/verify", key: narrow, idem: "v-1"}).want(t, 200, "")
+		r.data(t, &v)
+		hidden("verify", r.body)
+		if v.Status != "pending" || !strings.HasPrefix(v.Reference, "TXN-") {
+			t.Fatalf("verify: %s", r.body)
+		}
+		r = e.do(call{method: "POST", path: "/v1/test-helpers/payments/order-1/simulate", key: narrow, idem: "s-1",
+			body: `{"outcome":"success"}`}).want(t, 200, "")
+		r.data(t, &v)
+		hidden("simulate", r.body)
+		if v.Status != "success" {
+			t.Fatalf("simulate: %s", r.body)
+		}
+		r = e.do(call{method: "POST", path: "/v1/payments", key: narrow, idem: "c-1",
+			body: `{"merchant_ref":"order-1","amount":7000,"provider":"channel_a","payer":{"phone":"+221771234567"},"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`}).want(t, 422, xaalis.EValidation)
+		if strings.Contains(string(r.body), "TXN-") {
+			t.Fatalf("a used merchant_ref named to a key without the read scope: %s", r.body)
+		}
+		// The full key still reads it all.
+		r = e.do(call{method: "POST", path: "/v1/payments/order-1/verify", key: keys.SecretTest, idem: "v-2"}).want(t, 200, "")
+		if !strings.Contains(string(r.body), "secret-order") {
+			t.Fatalf("verify with the read scope: %s", r.body)
+		}
+		r = e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "c-2",
+			body: `{"merchant_ref":"order-1","amount":7000,"provider":"channel_a","payer":{"phone":"+221771234567"},"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`}).want(t, 422, xaalis.EValidation)
+		if !strings.Contains(string(r.body), "TXN-") {
+			t.Fatalf("the used merchant_ref, to a full key: %s", r.body)
+		}
+	})
+}
+
 // TestReturnHostsOnPage: the hosted page returns the payer of a
 // publishable payment only to the merchant's registered return hosts.
 func TestReturnHostsOnPage(t *testing.T) {

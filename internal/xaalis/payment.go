@@ -337,7 +337,7 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 		case resumable(existing, t) && !a.now().Before(existing.ExpiresAt):
 			// Past its expires_at it is sent to no provider: the expiry,
 			// which runs every few seconds, ends it.
-			return merchantRefUsed(existing, pub)
+			return merchantRefUsed(existing, !p.Key.HasScope(ScopeReadTransactions))
 		case resumable(existing, t):
 			// A retry of a creation whose initiation never reached the
 			// provider: carry on with the same payment.
@@ -346,7 +346,7 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 				return nil
 			}
 		default:
-			return merchantRefUsed(existing, pub)
+			return merchantRefUsed(existing, !p.Key.HasScope(ScopeReadTransactions))
 		}
 		if inTx {
 			out, gerr, err = a.initiateIn(ctx, tx, t, fresh)
@@ -438,9 +438,10 @@ func (a *App) initiateRequest(t *Transaction) InitiateRequest {
 }
 
 // merchantRefUsed is the validation_error of a merchant_ref that another
-// record holds. A publishable key learns nothing of that record.
-func merchantRefUsed(existing *Transaction, pub bool) *Error {
-	if pub {
+// record holds. A key that may not read (a publishable key, a secret key
+// without can_read_transactions) learns nothing of that record.
+func merchantRefUsed(existing *Transaction, hide bool) *Error {
+	if hide {
 		return merchantRefTaken()
 	}
 	return &Error{Code: EValidation, Fields: ValidationErrors{"merchant_ref": {

@@ -202,7 +202,7 @@ func (a *App) PrecheckPayment(ctx context.Context, p *Principal, in PaymentInput
 	}
 	t := d.t
 	t.Provider = d.provider
-	if err := a.precheckMerchantRef(ctx, t); err != nil {
+	if err := a.precheckMerchantRef(ctx, t, !p.Key.HasScope(ScopeReadTransactions)); err != nil {
 		return nil, err
 	}
 	var verdicts []paymentVerdict
@@ -242,7 +242,7 @@ func (a *App) PrecheckPayment(ctx context.Context, p *Principal, in PaymentInput
 // another record holds, with a plain read (creation reads it again, under
 // lock, in its transaction). The unfinished creation of the same payment
 // is no refusal: creation resumes it.
-func (a *App) precheckMerchantRef(ctx context.Context, t *Transaction) error {
+func (a *App) precheckMerchantRef(ctx context.Context, t *Transaction, hide bool) error {
 	if t.MerchantRef == "" {
 		return nil
 	}
@@ -255,7 +255,7 @@ func (a *App) precheckMerchantRef(ctx context.Context, t *Transaction) error {
 		// refuses it.
 		if x.MerchantRef == t.MerchantRef && x.Mode == t.Mode && x.KeyType == t.KeyType &&
 			(!resumable(x, t) || !a.now().Before(x.ExpiresAt)) {
-			return merchantRefUsed(x, t.Publishable())
+			return merchantRefUsed(x, hide)
 		}
 	}
 	return nil
