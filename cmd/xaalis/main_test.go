@@ -992,6 +992,34 @@ func TestKey(t *testing.T) {
 			ok := createKey(t, db, id, "--mode", "test", "--type", "secret", "--allow-ips", "192.0.2.0/24,127.0.0.0/8")
 			s.works(t, ok.Key)
 		})
+		t.Run("OKAuditNamesWhatWasGranted", func(t *testing.T) {
+			// A scope named twice is kept once, and the audit entry has
+			// the allowlist with the scopes.
+			k := createKey(t, db, id, "--mode", "test", "--scopes", "can_payout,can_payout", "--allow-ips", "203.0.113.0/24")
+			if !slices.Equal(k.Scopes, []string{"can_payout"}) {
+				t.Fatalf("scopes %v", k.Scopes)
+			}
+			var log []struct {
+				ObjectID string `json:"object_id"`
+				After    struct {
+					Scopes   []string `json:"scopes"`
+					AllowIPs []string `json:"allow_ips"`
+				}
+			}
+			out := mustCLI(t, noEnv, "audit", "list", "--json", "--database-url", db)
+			if err := json.Unmarshal([]byte(out), &log); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range log {
+				if e.ObjectID == k.ID {
+					if !slices.Equal(e.After.Scopes, []string{"can_payout"}) || !slices.Equal(e.After.AllowIPs, []string{"203.0.113.0/24"}) {
+						t.Fatalf("audit entry: %+v", e)
+					}
+					return
+				}
+			}
+			t.Fatalf("no audit entry for key %s:\n%s", k.ID, out)
+		})
 		t.Run("OKExpiresAt", func(t *testing.T) {
 			k := createKey(t, db, id, "--mode", "test", "--type", "secret", "--expires-at", time.Now().Add(time.Hour).Format(time.RFC3339))
 			if k.ExpiresAt == nil {

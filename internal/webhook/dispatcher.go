@@ -446,7 +446,9 @@ func (d *Dispatcher) deliver(ctx context.Context, dl *xaalis.Delivery) (bool, er
 			return false, nil
 		}
 		attempt.ErrorMessage = err.Error()
-		log.Info("webhook delivery failed", "url", t.url, "attempt", dl.Attempts+1, "err", attempt.ErrorMessage)
+		shown := logURL(t.url)
+		log.Info("webhook delivery failed", "url", shown, "attempt", dl.Attempts+1,
+			"err", strings.ReplaceAll(attempt.ErrorMessage, t.url, shown))
 		return true, d.record(ctx, dl, attempt, false, false)
 	}
 	return true, d.record(ctx, dl, attempt, true, false)
@@ -485,4 +487,16 @@ func (d *Dispatcher) record(ctx context.Context, dl *xaalis.Delivery, a *xaalis.
 		d.retryAt(dl.NextAttemptAt)
 	}
 	return nil
+}
+
+// logURL is a receiver's URL as a log line may show it: without its query
+// and fragment, where merchants put the token that authenticates
+// deliveries (a URL may not carry a user and password) and, at times, a
+// phone number. The attempt's record, which only the merchant reads, keeps
+// the whole URL.
+func logURL(u string) string {
+	if i := strings.IndexAny(u, "?#"); i >= 0 {
+		return u[:i] + "?[REDACTED]"
+	}
+	return u
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/xaalis/xaalis/internal/sqlite"
+	"github.com/xaalis/xaalis/internal/testutil"
 	"github.com/xaalis/xaalis/internal/xaalis"
 	pw "github.com/xaalis/xaalis/pkg/webhook"
 )
@@ -434,6 +436,31 @@ func TestDispatcherCallbackURL(t *testing.T) {
 	}
 	if !ids[ev1.ID] || !ids[ev2.ID] {
 		t.Fatalf("events %v", ids)
+	}
+}
+
+// A failed delivery's log line shows the receiver's URL without its
+// query, where merchants put the token that authenticates deliveries.
+func TestDispatcherLogsNoQuery(t *testing.T) {
+	f := newFixture(t)
+	var logged testutil.SyncBuffer
+	d := f.dispatcher()
+	d.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/cb?token=s3cr3t&phone=%2B221770000001"
+	ln.Close() // nothing answers there
+	_, dl := f.event(nil, url, xaalis.FormatLegacy)
+	runOnce(t, d, 1)
+	out := logged.String()
+	if !strings.Contains(out, "webhook delivery failed") || strings.Contains(out, "s3cr3t") || strings.Contains(out, "221770000001") ||
+		!strings.Contains(out, "/cb?[REDACTED]") {
+		t.Fatalf("log:\n%s", out)
+	}
+	if a := f.attempts(dl.ID); len(a) != 1 || a[0].ErrorMessage == "" {
+		t.Fatalf("attempts: %+v", a)
 	}
 }
 

@@ -355,10 +355,16 @@ func (a *App) CreateKey(ctx context.Context, in KeyCreate) (*Key, string, error)
 	if !in.Type.Valid() {
 		v.Add("type", "must be secret or publishable")
 	}
+	var scopes []Scope
 	for _, s := range in.Scopes {
 		if !s.Valid() {
 			v.Add("scopes", fmt.Sprintf("%q is not a scope", s))
+		} else if !slices.Contains(scopes, s) {
+			scopes = append(scopes, s) // a scope named twice is kept once
 		}
+	}
+	if in.Scopes != nil {
+		in.Scopes = append([]Scope{}, scopes...)
 	}
 	if in.Scopes == nil {
 		in.Scopes = AllScopes
@@ -462,6 +468,14 @@ func merchantAudit(m *Merchant) map[string]any {
 func keyAudit(k *Key) map[string]any {
 	out := map[string]any{"id": k.ID, "merchant_id": k.MerchantID, "mode": k.Mode, "type": k.Type,
 		"prefix": k.Prefix, "last4": k.Last4, "scopes": k.Scopes}
+	if len(k.AllowIPs) > 0 {
+		// What a key may be used from is part of what was granted.
+		ips := make([]string, len(k.AllowIPs))
+		for i, p := range k.AllowIPs {
+			ips[i] = p.String()
+		}
+		out["allow_ips"] = ips
+	}
 	if k.ExpiresAt != nil {
 		out["expires_at"] = Timestamp(*k.ExpiresAt)
 	}
