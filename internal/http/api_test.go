@@ -30,7 +30,10 @@ func TestAuthentication(t *testing.T) {
 			e.do(call{method: "GET", path: "/v1/plans", header: map[string]string{"X-API-Key": keys.SecretTest}}).want(t, 200, "")
 		})
 		t.Run("ErrMissingCredentials", func(t *testing.T) {
-			e.do(call{method: "GET", path: "/v1/plans"}).want(t, 401, xaalis.ECredentialsMissing)
+			r := e.do(call{method: "GET", path: "/v1/plans"}).want(t, 401, xaalis.ECredentialsMissing)
+			if got := r.header.Get("WWW-Authenticate"); got != `Bearer realm="xaalis"` {
+				t.Fatalf("WWW-Authenticate %q", got)
+			}
 		})
 		t.Run("ErrUnauthorized", func(t *testing.T) {
 			e.do(call{method: "GET", path: "/v1/plans", header: map[string]string{"Authorization": "Basic " + keys.SecretTest}}).

@@ -68,6 +68,10 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if len(e.Allow) > 0 {
 		h.Set("Allow", strings.Join(e.Allow, ", "))
 	}
+	if entry.Status == http.StatusUnauthorized {
+		// RFC 9110 11.6.1: a 401 names the scheme that authenticates.
+		h.Set("WWW-Authenticate", `Bearer realm="xaalis"`)
+	}
 	var fields map[string][]string
 	if e.Code == xaalis.EValidation {
 		fields = e.Fields
