@@ -194,6 +194,9 @@ func cmdTrigger(ctx context.Context, args []string, getenv func(string) string, 
 	defer cancel()
 	t := &trigger{c: client.New(*key, client.WithBaseURL(*base)), out: stdout,
 		tag: strings.ToLower(xaalis.RandomString(10, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"))}
+	if err := t.setup(ctx, event); err != nil {
+		return fmt.Errorf("trigger %s: %w", event, err)
+	}
 	objectID, err := t.make(ctx, event)
 	if err != nil {
 		return fmt.Errorf("trigger %s: %w", event, err)
@@ -211,6 +214,55 @@ type trigger struct {
 	out io.Writer
 	tag string
 	n   int
+	// The providers the account may use in Senegal, where the magic
+	// numbers below are: one for payments, one for payouts, one that
+	// refunds. channel_a when the account may use it.
+	payIn, payOut, refunds client.Provider
+}
+
+// triggerCountry is where trigger's payments and payouts are made,
+// whatever the merchant's own country: the magic numbers are Senegal's.
+const triggerCountry = client.CountrySN
+
+// setup finds, before anything is made, what the event needs: a key that
+// reads events (waitListed lists them: a key without the scope made its
+// objects, then failed), and providers the account may use for it.
+func (t *trigger) setup(ctx context.Context, event string) error {
+	for _, err := range t.c.Events.List(ctx, &client.EventListParams{ListParams: client.ListParams{PerPage: 1}}) {
+		if err != nil {
+			return err
+		}
+		break
+	}
+	list, err := t.c.Providers.List(ctx, triggerCountry)
+	if err != nil {
+		return err
+	}
+	pick := func(ok func(*client.ProviderInfo) bool) client.Provider {
+		var found client.Provider
+		for _, p := range list {
+			if p.Allowed && ok(p) && (found == "" || p.ID == client.ProviderChannelA) {
+				found = p.ID
+			}
+		}
+		return found
+	}
+	t.payIn = pick(func(p *client.ProviderInfo) bool { return p.Payments })
+	t.payOut = pick(func(p *client.ProviderInfo) bool { return p.Payouts })
+	t.refunds = pick(func(p *client.ProviderInfo) bool { return p.Payments && p.Refunds })
+	need := map[string]client.Provider{"payments": t.payIn}
+	switch event {
+	case xaalis.EventPayoutSuccess, xaalis.EventPayoutFailed:
+		need["payouts"] = t.payOut
+	case xaalis.EventRefundSuccess, xaalis.EventPaymentPartiallyRefunded, xaalis.EventPaymentRefunded:
+		need["refunds"] = t.refunds
+	}
+	for what, p := range need {
+		if p == "" {
+			return fmt.Errorf("no provider the account may use makes %s in %s (GET /v1/providers?country=%s)", what, triggerCountry, triggerCountry)
+		}
+	}
+	return nil
 }
 
 func (t *trigger) ref(what string) string {
@@ -222,11 +274,16 @@ func (t *trigger) printTx(tx *client.Transaction) {
 	fmt.Fprintf(t.out, "%s %s %s (%s XOF, %s)\n", tx.Type, tx.ID, tx.Reference, tx.Amount, tx.Status)
 }
 
-// pay makes a channel_a test payment from a magic number; expiresIn 0 is
-// the default lifetime.
+// pay makes a test payment from a magic number, in triggerCountry with
+// the payments' provider; expiresIn 0 is the default lifetime.
 func (t *trigger) pay(ctx context.Context, amount int64, phone string, expiresIn int) (*client.Transaction, error) {
+	return t.payWith(ctx, t.payIn, amount, phone, expiresIn)
+}
+
+// payWith is pay with the provider prov.
+func (t *trigger) payWith(ctx context.Context, prov client.Provider, amount int64, phone string, expiresIn int) (*client.Transaction, error) {
 	p, err := t.c.Payments.Create(ctx, &client.PaymentParams{MerchantRef: t.ref("payment"), Amount: amount,
-		Provider: client.ProviderChannelA, Payer: &client.Payer{Phone: phone, Name: "Xaalis Trigger"},
+		Country: triggerCountry, Provider: prov, Payer: &client.Payer{Phone: phone, Name: "Xaalis Trigger"},
 		SuccessURL: "https://example.com/success", FailedURL: "https://example.com/failed", ExpiresIn: expiresIn,
 		Metadata: map[string]any{"created_by": "xaalis trigger"}})
 	if err != nil {
@@ -315,7 +372,7 @@ func (t *trigger) make(ctx context.Context, event string) (string, error) {
 			phone = magicFailed
 		}
 		po, err := t.c.Payouts.Create(ctx, &client.PayoutParams{MerchantRef: t.ref("payout"), Amount: amount,
-			Provider: client.ProviderChannelA, Recipient: client.PayoutRecipient{Phone: phone, Name: "Xaalis Trigger"},
+			Country: triggerCountry, Provider: t.payOut, Recipient: client.PayoutRecipient{Phone: phone, Name: "Xaalis Trigger"},
 			Description: "xaalis trigger " + event})
 		if err != nil {
 			return "", err
@@ -324,7 +381,7 @@ func (t *trigger) make(ctx context.Context, event string) (string, error) {
 		return po.ID, nil
 	case xaalis.EventRefundSuccess, xaalis.EventPaymentPartiallyRefunded, xaalis.EventPaymentRefunded:
 		const amount = 5000
-		p, err := t.pay(ctx, amount, magicSuccess, 0)
+		p, err := t.payWith(ctx, t.refunds, amount, magicSuccess, 0)
 		if err != nil {
 			return "", err
 		}
@@ -357,7 +414,7 @@ func (t *trigger) make(ctx context.Context, event string) (string, error) {
 		}
 		fmt.Fprintf(t.out, "plan %s %q (%s XOF a month)\n", pl.ID, pl.Name, pl.Amount)
 		sub, err := t.c.Subscriptions.Create(ctx, &client.SubscriptionParams{PlanID: pl.ID, CustomerID: *p.CustomerID,
-			Provider: client.ProviderChannelA, Metadata: client.Metadata{"created_by": "xaalis trigger"}})
+			Provider: t.payIn, Metadata: client.Metadata{"created_by": "xaalis trigger"}})
 		if err != nil {
 			return "", err
 		}

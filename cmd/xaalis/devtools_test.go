@@ -264,6 +264,39 @@ func TestTriggerEvents(t *testing.T) {
 	})
 }
 
+// TestTriggerAnyAccount: trigger works for a merchant of any country (its
+// magic numbers are Senegal's, and it collects there) and with the
+// providers the account may use; with a key that cannot read events it
+// makes nothing.
+func TestTriggerAnyAccount(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + t.TempDir() + "/x.db"
+	s := serve(t, noEnv, serveArgs(db)...)
+	ci := createMerchant(t, db, "--country", "CI")
+	api := envOf("XAALIS_API_KEY", ci.Keys.SecretTest, "XAALIS_API_BASE", s.api)
+	for _, ev := range []string{"payment.success", "payout.success", "refund.success"} {
+		if out := mustCLI(t, api, "trigger", ev); !triggered.MatchString(out) {
+			t.Fatalf("trigger %s for a CI merchant printed:\n%s", ev, out)
+		}
+	}
+	only := createMerchant(t, db)
+	updateMerchant(t, db, only.MerchantID, "--allowed-providers", "channel_c")
+	api = envOf("XAALIS_API_KEY", only.Keys.SecretTest, "XAALIS_API_BASE", s.api)
+	if out := mustCLI(t, api, "trigger", "payment.success"); !triggered.MatchString(out) {
+		t.Fatalf("trigger for a merchant limited to channel_c printed:\n%s", out)
+	}
+	narrow := createKey(t, db, ci.MerchantID, "--mode", "test", "--scopes", "can_initiate_payment")
+	before := s.do(t, "GET", "/v1/payments", ci.Keys.SecretTest, "").want(t, 200, "")
+	_, _, err := cli(t, envOf("XAALIS_API_KEY", narrow.Key, "XAALIS_API_BASE", s.api), "trigger", "payment.success")
+	if err == nil || !strings.Contains(err.Error(), "scope_insufficient") {
+		t.Fatalf("trigger with a key that cannot read events: %v", err)
+	}
+	after := s.do(t, "GET", "/v1/payments", ci.Keys.SecretTest, "").want(t, 200, "")
+	if total := func(b []byte) string { return regexp.MustCompile(`"total":\d+`).FindString(string(b)) }; total(before.body) != total(after.body) {
+		t.Fatalf("a failing trigger made a payment: %s then %s", total(before.body), total(after.body))
+	}
+}
+
 // TestListenSecondProcess: listen connected to one server process gets
 // the events another process commits to the same PostgreSQL database.
 func TestListenSecondProcess(t *testing.T) {
