@@ -110,7 +110,10 @@ func WithBaseURL(u string) Option {
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
 
 // WithMaxRetries sets how many times a call is retried (DefaultMaxRetries;
-// 0 never retries).
+// 0: the client retries nothing). Go's http.Transport may still send a
+// request again at once, on its own, when a kept-alive connection closes
+// before any answer: the request carries its Idempotency-Key, so the
+// server runs it once.
 func WithMaxRetries(n int) Option { return func(c *Client) { c.maxRetries = max(n, 0) } }
 
 // WithBackoff sets the first wait between retries and the longest; each
