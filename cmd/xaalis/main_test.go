@@ -827,6 +827,11 @@ func TestMerchantCreate(t *testing.T) {
 			if m := updateMerchant(t, db, mk.MerchantID); m.Country != "CI" || m.SettlementCurrency != "EUR" {
 				t.Fatalf("country %q, currency %q; want CI, EUR", m.Country, m.SettlementCurrency)
 			}
+			// In either case, as a payment's country.
+			mk = createMerchant(t, db, "--country", "ml")
+			if m := updateMerchant(t, db, mk.MerchantID); m.Country != "ML" {
+				t.Fatalf("--country ml: %q", m.Country)
+			}
 		})
 		t.Run("OKText", func(t *testing.T) {
 			out := mustCLI(t, noEnv, "merchant", "create", "--database-url", db, "--name", "Boutique")

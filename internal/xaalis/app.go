@@ -201,6 +201,8 @@ func (a *App) newMerchant(ctx context.Context, in MerchantCreate) (*newMerchantR
 		v.Add("name", "is required, at most 200 characters")
 	}
 	checkText(v, "name", in.Name, false)
+	// As a payment's country is read: either case, spaces trimmed.
+	in.Country = Country(strings.ToUpper(strings.TrimSpace(string(in.Country))))
 	if in.Country == "" {
 		in.Country = "SN"
 	}
