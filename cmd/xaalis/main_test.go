@@ -385,6 +385,25 @@ func serveArgs(db string, extra ...string) []string {
 	return append([]string{"--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--database-url", db}, extra...)
 }
 
+// TestServePprofWarns: --pprof on an admin listener that is not loopback
+// is said in the log (the profiles need no token); on loopback it is not.
+func TestServePprofWarns(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		admin string
+		warn  bool
+	}{{"0.0.0.0:0", true}, {"127.0.0.1:0", false}} {
+		db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+		s := serve(t, noEnv, "--addr", "127.0.0.1:0", "--admin-addr", c.admin, "--database-url", db, "--pprof")
+		if got := strings.Contains(s.stderr.String(), "--pprof on an admin listener that is not loopback"); got != c.warn {
+			t.Errorf("admin on %s: warned %v\n%s", c.admin, got, s.stderr)
+		}
+		if err := s.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestServeBusyPortShowsDemoKeysLater: a start that cannot listen makes
 // no demo merchant, so the next start shows its keys (they are shown only
 // once).

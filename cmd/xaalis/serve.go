@@ -184,6 +184,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		st.stop(ctx)
 		return fmt.Errorf("listen admin %s: %w", *adminAddr, err)
 	}
+	if *pprofOn {
+		if ap, ok := adminLn.Addr().(*net.TCPAddr); ok && !ap.IP.IsLoopback() {
+			// The profiles need no token: anyone who reaches the
+			// listener reads the process's memory layout and stacks.
+			log.Warn("--pprof on an admin listener that is not loopback: /debug/pprof/ answers anyone who reaches it without a token",
+				"admin_addr", adminLn.Addr().String())
+		}
+	}
 
 	if *testMode {
 		demo, err := app.EnsureDemoMerchant(ctx)
