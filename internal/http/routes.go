@@ -30,6 +30,10 @@ func (s *Server) routes() {
 	s.open("GET /v1/openapi.yaml", accessNone, s.handleOpenAPI)
 
 	s.handle("POST /v1/payments", checkoutCreate, s.handlePaymentCreate)
+	// A merchant's web page calls the publishable routes from its own
+	// origin: their preflights (cors.go).
+	s.open("OPTIONS /v1/payments", accessNone, preflight(http.MethodPost))
+	s.open("OPTIONS /v1/status/{reference}", accessNone, preflight(http.MethodGet))
 	s.handle("POST /v1/payments/precheck", precheck, s.handlePaymentPrecheck)
 	// A concrete path wins over a templated one in the contract (OpenAPI's
 	// rule), so GET here is 405, not the payment whose merchant_ref is
@@ -196,7 +200,11 @@ func (s *Server) handle(pattern string, ra routeAuth, h http.HandlerFunc) {
 		access += "; no Idempotency-Key (it changes nothing)"
 	}
 	s.registry = append(s.registry, Route{Pattern: pattern, Access: access, Scopes: ra.scopes})
-	s.mux.Handle(pattern, s.api(ra, h))
+	var handler http.Handler = s.api(ra, h)
+	if ra.publishable {
+		handler = browserCORS(handler)
+	}
+	s.mux.Handle(pattern, handler)
 }
 
 // open registers a route that takes no API key.

@@ -495,6 +495,51 @@ func TestInitiateOnlyKeyReadsNothing(t *testing.T) {
 	})
 }
 
+// TestBrowserCORS: a merchant's web page on its own origin creates a
+// payment with its publishable key and polls its status: the preflights
+// answer, and the answers (errors too) may be read by the page's script.
+// Other routes answer no CORS.
+func TestBrowserCORS(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		origin := map[string]string{"Origin": "https://shop.example", "Access-Control-Request-Method": "POST",
+			"Access-Control-Request-Headers": "authorization, content-type, idempotency-key"}
+		r := e.do(call{method: "OPTIONS", path: "/v1/payments", header: origin}).want(t, 204, "")
+		if r.header.Get("Access-Control-Allow-Origin") != "*" || r.header.Get("Access-Control-Allow-Methods") != "POST" ||
+			!strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Idempotency-Key") {
+			t.Fatalf("preflight of POST /v1/payments: %v", r.header)
+		}
+		origin["Access-Control-Request-Method"] = "GET"
+		r = e.do(call{method: "OPTIONS", path: "/v1/status/TXN-ANY", header: origin}).want(t, 204, "")
+		if r.header.Get("Access-Control-Allow-Origin") != "*" || r.header.Get("Access-Control-Allow-Methods") != "GET" {
+			t.Fatalf("preflight of GET /v1/status: %v", r.header)
+		}
+		page := map[string]string{"Origin": "https://shop.example"}
+		r = e.do(call{method: "POST", path: "/v1/payments", key: keys.PublishableTest, idem: "cors-1", header: page,
+			body: `{"merchant_ref":"cors-1","amount":5000,"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`}).want(t, 201, "")
+		if r.header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "X-Request-Id") {
+			t.Fatalf("payment creation from a page: %v", r.header)
+		}
+		var p struct{ Reference string }
+		r.data(t, &p)
+		r = e.do(call{method: "GET", path: "/v1/status/" + p.Reference, key: keys.PublishableTest, header: page}).want(t, 200, "")
+		if r.header.Get("Access-Control-Allow-Origin") != "*" {
+			t.Fatalf("status from a page: %v", r.header)
+		}
+		// An error is readable too: the page can show why.
+		r = e.do(call{method: "GET", path: "/v1/status/" + p.Reference, key: "pk_test_wrong", header: page}).want(t, 401, xaalis.EInvalidAPIKey)
+		if r.header.Get("Access-Control-Allow-Origin") != "*" {
+			t.Fatalf("401 from a page: %v", r.header)
+		}
+		// A secret key's routes answer no CORS.
+		r = e.do(call{method: "GET", path: "/v1/balance", key: keys.SecretTest, header: page}).want(t, 200, "")
+		if r.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Fatalf("GET /v1/balance answered CORS: %v", r.header)
+		}
+	})
+}
+
 // TestReturnHostsOnPage: the hosted page returns the payer of a
 // publishable payment only to the merchant's registered return hosts.
 func TestReturnHostsOnPage(t *testing.T) {
