@@ -384,6 +384,53 @@ func TestFXPartialRefunds(t *testing.T) {
 	})
 }
 
+// TestFXRefundsWorthNothing: a refund of a payment settled in another
+// currency whose worth there rounds to 0.00 (the last 3 XOF of a 1,000 XOF
+// payment settled in EUR, or refunds of 1 XOF) is made, moving nothing on
+// the merchant's balance; it answered 500, and what was left of the
+// payment could never be refunded.
+func TestFXRefundsWorthNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys, err := e.app.CreateMerchant(context.Background(), xaalis.MerchantCreate{Name: "Boutique Paris", SettlementCurrency: xaalis.EUR})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refund := func(idem, id string, amount int) txRecord {
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: idem,
+				body: fmt.Sprintf(`{"transaction_id":"%s","amount":%d}`, id, amount)}).want(t, 201, "").data(t, &rf)
+			return rf
+		}
+		_, p := e.pay(t, keys.SecretTest, "eur-1", `"amount":1000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		if p.Status != "success" || p.SettlementAmount != "1.52" {
+			t.Fatalf("payment: %+v", p)
+		}
+		if rf := refund("r-1", p.ID, 997); rf.SettlementAmount != "1.52" {
+			t.Fatalf("refund of 997: %+v", rf)
+		}
+		if rf := refund("r-2", p.ID, 3); rf.Status != "success" || rf.SettlementAmount != "0.00" {
+			t.Fatalf("refund of the last 3: %+v", rf)
+		}
+		if st := e.status(t, keys.SecretTest, p.ID); st != "refunded" {
+			t.Fatalf("payment %s", st)
+		}
+		_, q := e.pay(t, keys.SecretTest, "eur-2", `"amount":1000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		for i := range 4 {
+			refund(fmt.Sprint("r1-", i), q.ID, 1)
+		}
+		// A dispute of 2 XOF holds nothing in EUR, and its loss moves nothing.
+		d, err := e.app.OpenDispute(context.Background(), xaalis.DisputeOpen{TransactionID: q.ID, Amount: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err = e.app.DecideDispute(context.Background(), d.ID, xaalis.DisputeLost, ""); err != nil || d.Status != xaalis.DisputeLost {
+			t.Fatalf("dispute decided: %+v %v", d, err)
+		}
+		e.ledgerOK(t)
+	})
+}
+
 func TestRefunds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))

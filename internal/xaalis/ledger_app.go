@@ -38,8 +38,20 @@ func (a *App) postDebt(ctx context.Context, tx Tx, mode Mode, merchantID, kind, 
 func (a *App) postEntry(ctx context.Context, tx Tx, debt bool, mode Mode, merchantID, kind, refType, refID string, postings ...[]ledger.Posting) error {
 	e := &ledger.Entry{ID: a.NewID(), Mode: string(mode), MerchantID: merchantID, Kind: kind, RefType: refType,
 		RefID: refID, CreatedAt: a.now(), AllowDebt: debt}
+	moves := false
 	for _, p := range postings {
 		e.Postings = append(e.Postings, p...)
+		for _, q := range p {
+			moves = moves || q.Amount != 0
+		}
+	}
+	if !moves && len(e.Postings) > 0 {
+		// An entry that moves nothing is not written: a refund or a
+		// dispute of a payment in another currency whose worth in the
+		// settlement currency rounds to 0.00 (the last 3 XOF of a payment
+		// settled in EUR) posts none. An entry with some postings of zero
+		// is still refused by the ledger: that is a mistake.
+		return nil
 	}
 	if err := tx.PostEntry(ctx, e); err != nil {
 		return fmt.Errorf("post %s: %w", kind, err)
