@@ -560,7 +560,8 @@ const upsertCustomerSQL = `WITH found AS (
 		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::timestamptz
 		WHERE NOT EXISTS (SELECT 1 FROM found WHERE found.name <> '' OR $5::text = '')
 		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
-			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END
+			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END,
+			updated_at = CASE WHEN customers.name = '' AND excluded.name <> '' THEN excluded.updated_at ELSE customers.updated_at END
 		RETURNING ` + customerColumns + `
 	)
 	SELECT ` + customerColumns + ` FROM up

@@ -530,7 +530,8 @@ func (t *Tx) UpsertCustomer(ctx context.Context, c *xaalis.Customer) (*xaalis.Cu
 	return scanCustomer(t.tx.QueryRowContext(ctx, `INSERT INTO customers (`+customerColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (merchant_id, mode, phone) DO UPDATE SET
-			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END
+			name = CASE WHEN customers.name = '' THEN excluded.name ELSE customers.name END,
+			updated_at = CASE WHEN customers.name = '' AND excluded.name <> '' THEN excluded.updated_at ELSE customers.updated_at END
 		RETURNING `+customerColumns,
 		c.ID, c.MerchantID, c.Mode, c.Phone, c.Name, micros(c.CreatedAt), micros(c.UpdatedAt)).Scan)
 }

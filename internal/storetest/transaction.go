@@ -155,12 +155,24 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 	if err != nil || cust.Phone != "+221770000010" {
 		t.Fatalf("customer: %+v %v", cust, err)
 	}
-	// The same phone finds the same customer; a name fills a blank one.
+	// The same phone finds the same customer; a name fills a blank one,
+	// and the change moves its updated_at (not its created_at). A later
+	// name changes nothing, and moves nothing.
+	named := t0.Add(2 * time.Hour)
 	err = s.Update(ctx, func(tx xaalis.Tx) error {
 		c, err := tx.UpsertCustomer(ctx, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
-			Phone: "+221770000010", Name: "Awa Diop", CreatedAt: t0, UpdatedAt: t0})
-		if err == nil && (c.ID != cust.ID || c.Name != "Awa Diop") {
+			Phone: "+221770000010", Name: "Awa Diop", CreatedAt: named, UpdatedAt: named})
+		if err == nil && (c.ID != cust.ID || c.Name != "Awa Diop" || !c.UpdatedAt.Equal(named) || !c.CreatedAt.Equal(cust.CreatedAt)) {
 			err = fmt.Errorf("upsert = %+v", c)
+		}
+		if err != nil {
+			return err
+		}
+		later := named.Add(time.Hour)
+		c, err = tx.UpsertCustomer(ctx, &xaalis.Customer{ID: xaalis.NewUUIDv7(), MerchantID: m.ID, Mode: xaalis.ModeTest,
+			Phone: "+221770000010", Name: "Someone Else", CreatedAt: later, UpdatedAt: later})
+		if err == nil && (c.Name != "Awa Diop" || !c.UpdatedAt.Equal(named)) {
+			err = fmt.Errorf("upsert with another name = %+v", c)
 		}
 		return err
 	})
