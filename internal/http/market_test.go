@@ -462,10 +462,44 @@ func TestSplits(t *testing.T) {
 			if list[0].Status != "credited" {
 				t.Fatalf("items %+v", list)
 			}
+			// Every split made is an event of the platform's, and every
+			// share credited one of its beneficiary's, which otherwise saw
+			// its balance rise with nothing to reconcile against.
+			events := func(key, typ string) []struct {
+				Data struct {
+					ID, Status            string
+					BeneficiaryMerchantID string `json:"beneficiary_merchant_id"`
+				}
+			} {
+				var l struct {
+					Data []struct {
+						Data struct {
+							ID, Status            string
+							BeneficiaryMerchantID string `json:"beneficiary_merchant_id"`
+						}
+					}
+				}
+				e.do(call{method: "GET", path: "/v1/events?type=" + typ, key: key}).want(t, 200, "").data(t, &l.Data)
+				return l.Data
+			}
+			if got := events(keys.SecretTest, xaalis.EventSplitCreated); len(got) != 2 {
+				t.Fatalf("the platform's split.created: %+v", got)
+			}
+			if got := events(bKeys.SecretTest, xaalis.EventSplitCredited); len(got) != 1 || got[0].Data.Status != "credited" ||
+				got[0].Data.BeneficiaryMerchantID != bID {
+				t.Fatalf("B's split.credited: %+v", got)
+			}
+			if got := events(keys.SecretTest, xaalis.EventSplitCredited); len(got) != 0 {
+				t.Fatalf("the platform got its beneficiaries' split.credited: %+v", got)
+			}
 			// A split of the now successful payment is credited at once.
 			split(p.ID, "s-5", item(bID, 1000)).want(t, 201, "")
 			if got := e.balance(t, bKeys.SecretTest).Available; got != 2955+985 {
 				t.Fatalf("beneficiary B after a late split: %v", got)
+			}
+			if len(events(bKeys.SecretTest, xaalis.EventSplitCredited)) != 2 || len(events(cKeys.SecretTest, xaalis.EventSplitCredited)) != 1 ||
+				len(events(keys.SecretTest, xaalis.EventSplitCreated)) != 3 {
+				t.Fatal("events of the late split")
 			}
 			e.ledgerOK(t)
 		})

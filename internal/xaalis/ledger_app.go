@@ -159,6 +159,10 @@ func (a *App) postPaymentLedger(ctx context.Context, tx Tx, t *Transaction, from
 		if err := tx.MarkSplitCredited(ctx, it.ID, now); err != nil {
 			return err
 		}
+		it.CreditedAt = &now
+		if err := a.splitEvent(ctx, tx, it, EventSplitCredited, it.BeneficiaryID, "", now); err != nil {
+			return err
+		}
 	}
 	if merchant > 0 {
 		postings = append(postings, ledger.Posting{Account: account(t.Mode, t.MerchantID, ledger.Available), Currency: cur, Amount: merchant})

@@ -7,10 +7,31 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/xaalis/xaalis/internal/ledger"
 )
+
+// The events of splits, additions to the specification's list (every
+// committed change has its event): a split made, to the payment's
+// merchant; its share credited, to the beneficiary, whose balance it
+// changes and which otherwise had nothing to reconcile against.
+const (
+	EventSplitCreated  = "split.created"
+	EventSplitCredited = "split.credited"
+)
+
+// splitEvent writes a split's event for merchantID (the payment's
+// merchant, or the beneficiary), to callback too when it is not "".
+func (a *App) splitEvent(ctx context.Context, tx Tx, it *SplitItem, typ, merchantID, callback string, at time.Time) error {
+	data, err := it.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return a.emit(ctx, tx, &Event{ID: a.NewID(), MerchantID: merchantID, Mode: it.Mode, Type: typ, ObjectType: "split",
+		ObjectID: it.ID, Data: data, CreatedAt: at}, callback)
+}
 
 // SplitInput is the body of POST /v1/payments/{id}/splits.
 type SplitInput struct {
@@ -167,6 +188,9 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 			if err := tx.InsertSplitItem(ctx, it); err != nil {
 				return fmt.Errorf("insert split: %w", err)
 			}
+			if err := a.splitEvent(ctx, tx, it, EventSplitCreated, cur.MerchantID, cur.CallbackURL, it.CreatedAt); err != nil {
+				return err
+			}
 		}
 		if cur.Status == StatusSuccess {
 			if err := a.creditSplits(ctx, tx, cur, items); err != nil {
@@ -230,6 +254,9 @@ func (a *App) creditSplits(ctx context.Context, tx Tx, pay *Transaction, items [
 			return err
 		}
 		it.CreditedAt = &now
+		if err := a.splitEvent(ctx, tx, it, EventSplitCredited, it.BeneficiaryID, "", now); err != nil {
+			return err
+		}
 	}
 	return a.post(ctx, tx, pay.Mode, pay.MerchantID, "split.credit", "transaction", pay.ID, postings)
 }

@@ -19,6 +19,7 @@ var EventTypes = []string{
 	EventDisputeOpened, EventDisputeResponded, EventDisputeWon, EventDisputeLost,
 	EventSubscriptionCreated, EventSubscriptionPaymentRequested, EventSubscriptionPaymentSucceeded,
 	EventSubscriptionPaymentFailed, EventSubscriptionCancelScheduled, EventSubscriptionCancelled, EventSubscriptionExpired,
+	EventSplitCreated, EventSplitCredited,
 	EventWebhookTest,
 }
 
