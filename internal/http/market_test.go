@@ -804,6 +804,11 @@ func TestSubscriptions(t *testing.T) {
 			if !strings.Contains(evs, "subscription.payment_failed") || !strings.Contains(evs, "subscription.expired") {
 				t.Fatalf("failed at once: events %s", evs)
 			}
+			// A payment already failed is asked of no one: no
+			// payment_requested carries it for the merchant to forward.
+			if strings.Contains(evs, "subscription.payment_requested") {
+				t.Fatalf("a failed payment requested: events %s", evs)
+			}
 		})
 		e.ledgerOK(t)
 	})

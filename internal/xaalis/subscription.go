@@ -280,8 +280,14 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 		if err := tx.UpdateSubscription(ctx, cur); err != nil {
 			return err
 		}
-		if err := a.subscriptionEvent(ctx, tx, cur, EventSubscriptionPaymentRequested, pay); err != nil {
-			return err
+		// A payment that failed already (a refusal the provider answered at
+		// once) is asked of no one: its subscription.payment_failed
+		// follows, and a payment_requested before it carried a dead
+		// payment for the merchant to forward to its customer.
+		if pay.Status != StatusFailed && pay.Status != StatusCancelled && pay.Status != StatusExpired {
+			if err := a.subscriptionEvent(ctx, tx, cur, EventSubscriptionPaymentRequested, pay); err != nil {
+				return err
+			}
 		}
 		if cur.Status != SubscriptionActive {
 			return nil // cancelled meanwhile: its payment no longer moves it
