@@ -21,7 +21,10 @@ func TestLedgerDay(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
 		ctx := context.Background()
-		rng := rand.New(rand.NewPCG(2026, 11))
+		// The walk is the seed's: a change of behaviour that moves it (a
+		// late payer success now succeeds an expired payment) may need
+		// another seed for the day to cover every kind (checked at its end).
+		rng := rand.New(rand.NewPCG(2026, 12))
 		type merchant struct {
 			p        *xaalis.Principal
 			paid     []string // successful payment ids

@@ -715,3 +715,71 @@ func TestRefusalOrderWithVolumes(t *testing.T) {
 			want(t, 422, xaalis.EMerchantLimitExceeded)
 	})
 }
+
+// TestLateCollection: a payer who pays at the provider after the payment
+// was cancelled on the hosted page (which reaches no provider) or expired
+// was charged, and the payment stayed cancelled or expired without a word.
+// The late success, notified or found by verify, now succeeds it, with
+// its event, and credits the merchant; a late failure changes nothing.
+func TestLateCollection(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		pending := `"amount":5000,"provider":"channel_a","payer":{"phone":"+221771234567"}`
+		pay := func(ref, extra string) string {
+			var p txRecord
+			e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "pay-" + ref,
+				body: payBody(ref, pending+extra)}).want(t, 201, "").data(t, &p)
+			return p.ID
+		}
+		cancelled := pay("late-cancel", "")
+		e.do(call{method: "POST", path: "/checkout/" + cancelled + "/cancel", body: "lang=en",
+			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		expired := pay("late-expire", `,"expires_in":60`)
+		unseen := pay("late-verify", `,"expires_in":60`)
+		failed := pay("late-fail", "")
+		e.do(call{method: "POST", path: "/checkout/" + failed + "/cancel", body: "lang=en",
+			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		e.clock.Advance(2 * time.Minute)
+		if _, err := e.app.ExpireDue(context.Background(), 100); err != nil {
+			t.Fatal(err)
+		}
+		for id, want := range map[string]string{cancelled: "cancelled", expired: "expired", unseen: "expired", failed: "cancelled"} {
+			if st := e.status(t, keys.SecretLive, id); st != want {
+				t.Fatalf("%s before the payer acts: %s, want %s", id, st, want)
+			}
+		}
+		// The provider notifies the late success of two; the third's
+		// notification is lost, and verify finds it.
+		for _, id := range []string{cancelled, expired} {
+			if d, err := emu.PayerAct(providerRef(t, e, id), xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+				t.Fatalf("the late notification: %+v %v", d, err)
+			}
+		}
+		if err := emu.SetProvider("channel_a", provider.ProviderSwitches{LoseCallbacks: true}); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := emu.PayerAct(providerRef(t, e, unseen), xaalis.ProviderSuccess); err != nil || !d.Lost {
+			t.Fatalf("the lost notification: %+v %v", d, err)
+		}
+		e.do(call{method: "POST", path: "/v1/payments/" + unseen + "/verify", key: keys.SecretLive, idem: "v-late"}).want(t, 200, "")
+		if _, err := emu.PayerAct(providerRef(t, e, failed), xaalis.ProviderFailed); err != nil {
+			t.Fatal(err)
+		}
+		e.do(call{method: "POST", path: "/v1/payments/" + failed + "/verify", key: keys.SecretLive, idem: "v-fail"}).want(t, 200, "")
+		for id, want := range map[string]string{cancelled: "success", expired: "success", unseen: "success", failed: "cancelled"} {
+			var rec txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + id, key: keys.SecretLive}).want(t, 200, "").data(t, &rec)
+			if rec.Status != want || (want == "success" && rec.FailureReason != nil) {
+				t.Fatalf("%s after the payer acted: %+v, want %s", id, rec, want)
+			}
+			if evs := e.events(t, id); want == "success" && (len(evs) != 2 || evs[1] != xaalis.EventPaymentSuccess) {
+				t.Fatalf("%s events %v", id, evs)
+			}
+		}
+		// channel_a in SN: 1 % fee on each of the three 5,000 XOF payments.
+		if got := e.balance(t, keys.SecretLive).Available; got != 3*4950 {
+			t.Fatalf("available %v", got)
+		}
+		e.ledgerOK(t)
+	})
+}

@@ -805,6 +805,14 @@ func (a *App) notifyURL(provider string) string {
 // writes its event, inside tx. A payment no longer open is left alone.
 func (a *App) settle(ctx context.Context, tx Tx, t *Transaction, state ProviderState, reason string) error {
 	if !t.Status.Open() {
+		if state == ProviderSuccess && t.collectedLate() {
+			// The payer paid at the provider after the payment was
+			// cancelled (the hosted page's cancel reaches no provider) or
+			// expired: the money was collected, and it is the merchant's.
+			// The payment succeeds, with its event, rather than leave the
+			// payer charged for a payment that says it was not paid.
+			return a.transition(ctx, tx, t, StatusSuccess, EventPaymentSuccess, "")
+		}
 		return nil
 	}
 	to, ev, ok := outcome(state)
@@ -812,6 +820,13 @@ func (a *App) settle(ctx context.Context, tx Tx, t *Transaction, state ProviderS
 		return nil
 	}
 	return a.transition(ctx, tx, t, to, ev, reason)
+}
+
+// collectedLate reports whether t is a payment closed without the payer's
+// money (cancelled or expired) that a provider was asked to collect: a
+// success its provider reports later still moves it.
+func (t *Transaction) collectedLate() bool {
+	return t.Type == TypePayment && (t.Status == StatusCancelled || t.Status == StatusExpired) && t.ProviderRef != ""
 }
 
 // outcome is the status and event a payment settles in for a provider's
@@ -844,6 +859,8 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 	t.Status = to
 	if to != StatusSuccess {
 		t.FailureReason = reason
+	} else {
+		t.FailureReason = "" // a payment collected late was cancelled or expired
 	}
 	if to != StatusInitiated && to != StatusPending {
 		// Settled: the payer has nothing left to do (next_action: null
@@ -982,7 +999,7 @@ func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transactio
 			return a.adoptFound(ctx, t.ID, in)
 		}
 	}
-	if !t.Status.Open() || t.ProviderRef == "" {
+	if (!t.Status.Open() && !t.collectedLate()) || t.ProviderRef == "" {
 		return a.finish(ctx, t.ID, nil)
 	}
 	if err := a.Store.Durable(ctx); err != nil {
@@ -1086,7 +1103,9 @@ func (a *App) simulate(ctx context.Context, t *Transaction, outcome string) (*Tr
 		}
 		return a.cancel(ctx, t.ID, "cancelled by the payer")
 	}
-	if t.Status.Open() {
+	if t.Status.Open() || (t.collectedLate() && state == ProviderSuccess) {
+		// A payer who pays after the payment was cancelled or expired,
+		// as one may in a wallet: the late collection succeeds it.
 		perr := a.Gateway.PayerAction(ctx, t.Provider, t.ProviderRef, state)
 		st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
 		if perr != nil && (err != nil || st.State == ProviderPending || st.State == "") {
