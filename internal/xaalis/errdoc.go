@@ -24,7 +24,7 @@ when you write to support). 429 and 503 answers carry ` + "`Retry-After`" + ` (s
   "error": {
     "code": "amount_below_provider_minimum",
     "message": "The amount is below the provider's minimum.",
-    "context": {"minimum": 100, "provider": "channel_b", "currency": "XOF"},
+    "context": {"minimum": 200, "provider": "channel_b", "currency": "XOF"},
     "documentation_url": "https://docs.xaalis.dev/errors#amount_below_provider_minimum"
   }
 }

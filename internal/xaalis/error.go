@@ -155,11 +155,11 @@ var Catalogue = []CatalogueEntry{
 	{EAmountBelowProviderMinimum, http.StatusUnprocessableEntity, "The amount is below the provider's minimum.", "Payment and payout validation", []string{"minimum", "provider", "currency"}},
 	{EAmountAboveMerchantMaximum, http.StatusUnprocessableEntity, "The amount is above the merchant's per-transaction maximum.", "Payment and payout validation", []string{"maximum", "currency"}},
 	{EDailyLimitExceeded, http.StatusUnprocessableEntity, "The merchant's daily transfer ceiling is reached.", "Payment and payout validation", []string{"limit", "currency"}},
-	{EMerchantLimitExceeded, http.StatusUnprocessableEntity, "A daily or monthly limit of the merchant account is exceeded.", "Payment and payout validation", nil},
+	{EMerchantLimitExceeded, http.StatusUnprocessableEntity, "A daily or monthly limit of the merchant account is exceeded.", "Payment and payout validation", []string{"limit", "period", "currency"}},
 	{EBCEAOLimitExceeded, http.StatusUnprocessableEntity, "The payer's ceiling over a rolling 30 days (BCEAO rules) would be exceeded.", "Payment and payout validation", []string{"tier", "ceiling"}},
 	{EInvalidPhoneNumber, http.StatusUnprocessableEntity, "The phone number is not a valid E.164 number for the target country.", "Payment and payout validation", []string{"reason", "suggestion", "country", "expected_country"}},
 	{EInsufficientBalance, http.StatusUnprocessableEntity, "The available balance does not cover the amount plus fees.", "Payment and payout validation", []string{"currency", "available", "required"}},
-	{EFeesUnavailable, http.StatusUnprocessableEntity, "No fee grid exists for this provider and country.", "Payment and payout validation", nil},
+	{EFeesUnavailable, http.StatusUnprocessableEntity, "No fee grid exists for this provider and country.", "Payment and payout validation", []string{"provider", "country"}},
 
 	{ETransactionNotFound, http.StatusNotFound, "No transaction with this id or reference exists for the merchant.", "Refunds", []string{"transaction_id"}},
 	{ETransactionNotRefundable, http.StatusUnprocessableEntity, "Only a payment in status success can be refunded.", "Refunds", []string{"status"}},
