@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -46,24 +47,28 @@ func databaseFlag(fs *flag.FlagSet, getenv func(string) string) *string {
 	return v
 }
 
-// redactURL hides a database URL's password, in its user part or its
-// query (postgres://u:pw@h/db, postgres://h/db?password=pw), for help
-// texts and error messages.
+// redactURL hides a database URL's passwords, in its user part or its
+// query (postgres://u:pw@h/db, postgres://h/db?password=pw&sslpassword=pw),
+// or in a libpq key/value string (host=h password=pw), for help texts and
+// error messages.
 func redactURL(s string) string {
+	s = passwordValue.ReplaceAllString(s, "${1}xxxxx")
+	if !strings.Contains(s, "://") {
+		return s // a key/value string, or a path
+	}
 	u, err := url.Parse(s)
 	if err != nil {
-		if strings.Contains(s, "@") || strings.Contains(strings.ToLower(s), "password") {
+		if strings.Contains(s, "@") {
 			return "(a database URL that does not parse)"
 		}
 		return s
 	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
 	return u.Redacted()
 }
+
+// passwordValue is a password=VALUE or sslpassword=VALUE pair, in a query
+// or a key/value string.
+var passwordValue = regexp.MustCompile(`(?i)((?:^|[?&\s])(?:ssl)?password\s*=\s*)('[^']*'|[^&\s]*)`)
 
 // parseInterspersed parses flags that may come before or after positional
 // arguments ("merchant update ID --status x"), and returns the positionals.

@@ -1268,6 +1268,15 @@ func TestUsage(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "S3cretPassw0rd") {
 			t.Errorf("backup of PostgreSQL: %v", err)
 		}
+		// A libpq key/value string is not a URL: its password is hidden
+		// too, in -h and in the error that refuses it.
+		dsn := getenv("XAALIS_DATABASE_URL", "host=db user=app password=S3cretPassw0rd sslpassword=S3cretPassw0rd dbname=x")
+		_, errOut, _ = cli(t, dsn, "ledger", "check", "-h")
+		_, _, err = cli(t, dsn, "ledger", "check")
+		if strings.Contains(errOut, "S3cretPassw0rd") || err == nil || strings.Contains(err.Error(), "S3cretPassw0rd") ||
+			!strings.Contains(err.Error(), "password=xxxxx") {
+			t.Errorf("a key/value string: -h\n%s\nerror %v", errOut, err)
+		}
 	})
 	t.Run("OKHelp", func(t *testing.T) {
 		t.Parallel()

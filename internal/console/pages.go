@@ -393,10 +393,6 @@ func (c *Console) disputeOpen(w http.ResponseWriter, r *http.Request, s *session
 		}
 		in.Amount = n * 100
 	}
-	if len(in.Reason) > 500 {
-		c.refused(w, r, back, &xaalis.Error{Code: xaalis.EValidation, Fields: xaalis.ValidationErrors{"reason": {"at most 500 characters"}}})
-		return
-	}
 	if _, err := c.App.OpenDispute(s.ctx, in); err != nil {
 		c.refused(w, r, back, err)
 		return
@@ -503,10 +499,6 @@ func (c *Console) markRefunded(w http.ResponseWriter, r *http.Request, s *sessio
 	id := r.PathValue("id")
 	back := "/console/transactions/" + url.PathEscape(id)
 	note := strings.TrimSpace(r.PostFormValue("note"))
-	if len(note) > 500 {
-		c.refused(w, r, back, &xaalis.Error{Code: xaalis.EValidation, Fields: xaalis.ValidationErrors{"note": {"at most 500 characters"}}})
-		return
-	}
 	if _, err := c.App.MarkRefunded(s.ctx, id, note); err != nil {
 		c.refused(w, r, back, err)
 		return

@@ -31,15 +31,16 @@ func browserCORS(h http.Handler) http.Handler {
 }
 
 // preflight answers a browser's CORS preflight (OPTIONS) for a route of
-// the given method: 204, cached by the browser for ten minutes.
-func preflight(method string) http.HandlerFunc {
+// the given method: 204, cached by the browser for ten minutes. allow is
+// every method of the path, as a 405 there names them.
+func preflight(method, allow string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", "*")
 		h.Set("Access-Control-Allow-Methods", method)
 		h.Set("Access-Control-Allow-Headers", corsHeaders)
 		h.Set("Access-Control-Max-Age", "600")
-		h.Set("Allow", method+", OPTIONS")
+		h.Set("Allow", allow)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

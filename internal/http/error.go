@@ -68,8 +68,9 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if len(e.Allow) > 0 {
 		h.Set("Allow", strings.Join(e.Allow, ", "))
 	}
-	if entry.Status == http.StatusUnauthorized {
-		// RFC 9110 11.6.1: a 401 names the scheme that authenticates.
+	if entry.Status == http.StatusUnauthorized && e.Code != xaalis.EInvalidSignature {
+		// RFC 9110 11.6.1: a 401 names the scheme that authenticates (a
+		// provider's notification is not authenticated by a Bearer key).
 		h.Set("WWW-Authenticate", `Bearer realm="xaalis"`)
 	}
 	var fields map[string][]string

@@ -58,12 +58,12 @@ func (s *Server) handleRefundCreate(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, err)
 		return
 	}
-	t, err := s.App.CreateRefund(s.committing(r, http.StatusCreated), principal(r), r.Header.Get("Idempotency-Key"), in)
+	t, err := s.App.CreateRefund(s.committingAs(r, http.StatusCreated, actedOn(r)), principal(r), r.Header.Get("Idempotency-Key"), in)
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.record(w, r, http.StatusCreated, t)
+	s.record(w, r, http.StatusCreated, actedOn(r)(t))
 }
 
 func (s *Server) handleRefundGet(w http.ResponseWriter, r *http.Request) {

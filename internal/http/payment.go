@@ -72,11 +72,12 @@ func (s *Server) handlePaymentVerify(w http.ResponseWriter, r *http.Request) {
 }
 
 // actedOn is how the answer to an action on an existing payment (verify,
-// simulate) is shown: the record, or, to a key without
-// can_read_transactions, the payment's reduced view. Reading anything
-// needs that scope (DECISIONS), and the actions name a payment by its
-// guessable merchant_ref: a narrow key read every payer's phone, name and
-// metadata through them.
+// simulate, a refund, whose record copies the payment's payer and
+// metadata) is shown: the record, or, to a key without
+// can_read_transactions, its reduced view. Reading anything needs that
+// scope (DECISIONS), and the actions name a payment by its guessable
+// merchant_ref: a narrow key read every payer's phone, name and metadata
+// through them.
 func actedOn(r *http.Request) func(any) any {
 	read := principal(r).Key.HasScope(xaalis.ScopeReadTransactions)
 	return func(v any) any {

@@ -32,8 +32,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/payments", checkoutCreate, s.handlePaymentCreate)
 	// A merchant's web page calls the publishable routes from its own
 	// origin: their preflights (cors.go).
-	s.open("OPTIONS /v1/payments", accessNone, preflight(http.MethodPost))
-	s.open("OPTIONS /v1/status/{reference}", accessNone, preflight(http.MethodGet))
+	s.open("OPTIONS /v1/payments", accessNone, preflight(http.MethodPost, "GET, HEAD, OPTIONS, POST"))
+	s.open("OPTIONS /v1/status/{reference}", accessNone, preflight(http.MethodGet, "GET, HEAD, OPTIONS"))
 	s.handle("POST /v1/payments/precheck", precheck, s.handlePaymentPrecheck)
 	// A concrete path wins over a templated one in the contract (OpenAPI's
 	// rule), so GET here is 405, not the payment whose merchant_ref is

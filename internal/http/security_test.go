@@ -477,6 +477,11 @@ func TestInitiateOnlyKeyReadsNothing(t *testing.T) {
 		if v.Status != "success" {
 			t.Fatalf("simulate: %s", r.body)
 		}
+		// A refund copies the payment's payer and metadata: its answer is
+		// the reduced view too.
+		r = e.do(call{method: "POST", path: "/v1/refunds", key: narrow, idem: "r-1",
+			body: `{"transaction_id":"` + v.Reference + `","amount":1000}`}).want(t, 201, "")
+		hidden("refund", r.body)
 		r = e.do(call{method: "POST", path: "/v1/payments", key: narrow, idem: "c-1",
 			body: `{"merchant_ref":"order-1","amount":7000,"provider":"channel_a","payer":{"phone":"+221771234567"},"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`}).want(t, 422, xaalis.EValidation)
 		if strings.Contains(string(r.body), "TXN-") {

@@ -283,6 +283,7 @@ func (r *headerRecorder) WriteHeader(s int)           { r.status = s }
 var readsNothing = map[string]bool{
 	"GET /healthz": true, "GET /readyz": true, "GET /v1/openapi.yaml": true,
 	"GET /checkout-assets/{name}": true, "GET /v1/checkout.js": true, "unmatched": true,
+	"OPTIONS /v1/payments": true, "OPTIONS /v1/status/{reference}": true,
 }
 
 // readsAll are the routes whose reads do not run in the request's context

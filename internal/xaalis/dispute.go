@@ -82,6 +82,7 @@ type DisputeOpen struct {
 // owed meanwhile), dispute.opened. It returns not_found or
 // validation_error.
 func (a *App) OpenDispute(ctx context.Context, in DisputeOpen) (*Dispute, error) {
+	in.Reason = strings.TrimSpace(in.Reason)
 	v := ValidationErrors{}
 	checkNote(v, "reason", in.Reason)
 	if err := v.Err(); err != nil {

@@ -35,6 +35,13 @@ func (a *App) postDebt(ctx context.Context, tx Tx, mode Mode, merchantID, kind, 
 	return a.postEntry(ctx, tx, true, mode, merchantID, kind, refType, refID, postings...)
 }
 
+// worthNothing are the entry kinds whose amount is a share converted to
+// the settlement currency, which may round to nothing.
+var worthNothing = map[string]bool{
+	"refund.reserve": true, "refund.success": true, "refund.release": true,
+	"dispute.open": true, "dispute.won": true, "dispute.lost": true,
+}
+
 func (a *App) postEntry(ctx context.Context, tx Tx, debt bool, mode Mode, merchantID, kind, refType, refID string, postings ...[]ledger.Posting) error {
 	e := &ledger.Entry{ID: a.NewID(), Mode: string(mode), MerchantID: merchantID, Kind: kind, RefType: refType,
 		RefID: refID, CreatedAt: a.now(), AllowDebt: debt}
@@ -45,12 +52,12 @@ func (a *App) postEntry(ctx context.Context, tx Tx, debt bool, mode Mode, mercha
 			moves = moves || q.Amount != 0
 		}
 	}
-	if !moves && len(e.Postings) > 0 {
-		// An entry that moves nothing is not written: a refund or a
-		// dispute of a payment in another currency whose worth in the
-		// settlement currency rounds to 0.00 (the last 3 XOF of a payment
-		// settled in EUR) posts none. An entry with some postings of zero
-		// is still refused by the ledger: that is a mistake.
+	if !moves && len(e.Postings) > 0 && worthNothing[kind] {
+		// A refund or a dispute of a payment in another currency whose
+		// worth in the settlement currency rounds to 0.00 (the last 3 XOF
+		// of a payment settled in EUR) moves nothing: its entry is not
+		// written. Any other entry of zeros, or with some postings of
+		// zero, is still refused by the ledger: that is a mistake.
 		return nil
 	}
 	if err := tx.PostEntry(ctx, e); err != nil {
