@@ -743,9 +743,13 @@ func TestLateCollection(t *testing.T) {
 		if _, err := e.app.ExpireDue(context.Background(), 100); err != nil {
 			t.Fatal(err)
 		}
+		// Their reasons are codes, as the providers' are.
+		reasons := map[string]string{"cancelled": xaalis.ReasonPayerCancelled, "expired": xaalis.ReasonNotPaidBeforeExpiry}
 		for id, want := range map[string]string{cancelled: "cancelled", expired: "expired", unseen: "expired", failed: "cancelled"} {
-			if st := e.status(t, keys.SecretLive, id); st != want {
-				t.Fatalf("%s before the payer acts: %s, want %s", id, st, want)
+			var rec txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + id, key: keys.SecretLive}).want(t, 200, "").data(t, &rec)
+			if rec.Status != want || rec.FailureReason == nil || *rec.FailureReason != reasons[want] {
+				t.Fatalf("%s before the payer acts: %+v, want %s", id, rec, want)
 			}
 		}
 		// The provider notifies the late success of two; the third's

@@ -269,5 +269,5 @@ func (a *App) CheckoutCancel(ctx context.Context, id string) (*Transaction, erro
 			return nil, err
 		}
 	}
-	return a.cancel(ctx, id, "cancelled by the payer")
+	return a.cancel(ctx, id, ReasonPayerCancelled)
 }

@@ -822,6 +822,15 @@ func (a *App) settle(ctx context.Context, tx Tx, t *Transaction, state ProviderS
 	return a.transition(ctx, tx, t, to, ev, reason)
 }
 
+// The failure reasons Xaalis gives itself, codes as the providers' are
+// (payer_cancelled, insufficient_funds, ...), so that a merchant may
+// branch on them: the hosted page's cancel said "cancelled by the payer"
+// where a provider's said payer_cancelled.
+const (
+	ReasonPayerCancelled      = "payer_cancelled"
+	ReasonNotPaidBeforeExpiry = "not_paid_before_expiry"
+)
+
 // collectedLate reports whether t is a payment closed without the payer's
 // money (cancelled or expired) that a provider was asked to collect: a
 // success its provider reports later still moves it.
@@ -1101,7 +1110,7 @@ func (a *App) simulate(ctx context.Context, t *Transaction, outcome string) (*Tr
 			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"outcome": {
 				"the payer has not chosen a provider yet; only cancelled applies"}}}
 		}
-		return a.cancel(ctx, t.ID, "cancelled by the payer")
+		return a.cancel(ctx, t.ID, ReasonPayerCancelled)
 	}
 	if t.Status.Open() || (t.collectedLate() && state == ProviderSuccess) {
 		// A payer who pays after the payment was cancelled or expired,
@@ -1327,7 +1336,7 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 				t.ProviderRef = probe.ProviderRef
 			}
 			expired = true
-			return a.transition(ctx, tx, t, StatusExpired, EventPaymentExpired, "the payer did not finish before expires_at")
+			return a.transition(ctx, tx, t, StatusExpired, EventPaymentExpired, ReasonNotPaidBeforeExpiry)
 		})
 		if err != nil {
 			return n, fmt.Errorf("expire %s: %w", d.ID, err)
