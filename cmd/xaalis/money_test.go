@@ -85,7 +85,16 @@ func TestOperatorCLI(t *testing.T) {
 		stdout, _, err := cli(t, noEnv, "payout-request", "approve", b, "--database-url", db)
 		wantErr(t, false, stdout, err) // rejected is final
 		c := submit()
-		mustCLI(t, noEnv, "payout-request", "approve", c, "--database-url", db)
+		// Named by its PR- reference, as the API and the CLI's answers name it.
+		var pr struct{ Data struct{ Reference string } }
+		_ = json.Unmarshal(s.do(t, "GET", "/v1/payout-requests/"+c, key, "").want(t, 200, "").body, &pr)
+		if !strings.HasPrefix(pr.Data.Reference, "PR-") {
+			t.Fatalf("reference %q", pr.Data.Reference)
+		}
+		mustCLI(t, noEnv, "payout-request", "approve", pr.Data.Reference, "--database-url", db)
+		if status(c) != "approved" {
+			t.Fatal("approve by reference")
+		}
 		mustCLI(t, noEnv, "payout-request", "fail", c, "--reason", "bank refused", "--database-url", db)
 		if status(c) != "failed" {
 			t.Fatal("fail")

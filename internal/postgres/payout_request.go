@@ -34,7 +34,7 @@ func queryPRs(ctx context.Context, q querier, op, query string, args ...any) ([]
 // reference, in either mode.
 func (s *Store) PayoutRequest(ctx context.Context, merchantID, key string) (*xaalis.PayoutRequest, error) {
 	return scanPR("read payout request", s.pool.QueryRow(ctx, `SELECT `+prColumns+` FROM payout_requests
-		WHERE merchant_id = $1 AND (id = $2 OR reference = $2)`, merchantID, key))
+		WHERE ($1 = '' OR merchant_id = $1) AND (id = $2 OR reference = $2)`, merchantID, key))
 }
 
 // PayoutRequests returns the merchant's latest payout requests in a mode,

@@ -36,6 +36,10 @@ func queryPRs(ctx context.Context, q querier, query string, args ...any) ([]*xaa
 // PayoutRequest returns one of the merchant's payout requests by id or
 // reference, in either mode.
 func (s *Store) PayoutRequest(ctx context.Context, merchantID, key string) (*xaalis.PayoutRequest, error) {
+	if merchantID == "" {
+		return scanPR(s.read.QueryRowContext(ctx, `SELECT `+prColumns+` FROM payout_requests
+			WHERE id = ? OR reference = ?`, key, key).Scan)
+	}
 	return scanPR(s.read.QueryRowContext(ctx, lookupPayoutRequestQuery, merchantID, key, key).Scan)
 }
 

@@ -748,6 +748,12 @@ func testPayoutRequest(t *testing.T, s xaalis.Store) {
 	if _, err := s.PayoutRequest(ctx, other.ID, r1.ID); !errors.Is(err, xaalis.ErrNotFound) {
 		t.Fatalf("another merchant's payout request: %v", err)
 	}
+	// Without a merchant (the operator's lookup), any merchant's.
+	for _, key := range []string{ro.ID, ro.Reference} {
+		if got, err := s.PayoutRequest(ctx, "", key); err != nil || got.ID != ro.ID {
+			t.Fatalf("payout request of any merchant by %s = %+v, %v", key, got, err)
+		}
+	}
 	dup := newPayoutRequest(m, xaalis.ModeTest, t0)
 	dup.Reference = r1.Reference
 	if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.InsertPayoutRequest(ctx, dup) }); err == nil {

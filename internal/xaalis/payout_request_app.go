@@ -222,7 +222,8 @@ const (
 // the destination, the fee is earned), approved→failed (released). Any
 // other move is a validation_error naming the status. The reason is kept
 // in the move's audit entry (and on the record as rejection_reason or
-// failure_reason). It returns not_found too.
+// failure_reason). id is the request's id or PR- reference. It returns
+// not_found too.
 func (a *App) MovePayoutRequest(ctx context.Context, id string, action PayoutRequestAction, reason string) (*PayoutRequest, error) {
 	reason = strings.TrimSpace(reason)
 	v := ValidationErrors{}
@@ -232,6 +233,15 @@ func (a *App) MovePayoutRequest(ctx context.Context, id string, action PayoutReq
 	checkNote(v, "reason", reason)
 	if err := v.Err(); err != nil {
 		return nil, err
+	}
+	if !isUUID(id) {
+		// A PR- reference, as the merchant's API and the CLI's own
+		// answers name it.
+		r, err := a.Store.PayoutRequest(ctx, "", id)
+		if err != nil {
+			return nil, err
+		}
+		id = r.ID
 	}
 	var out *PayoutRequest
 	err := a.update(ctx, func(tx Tx) error {

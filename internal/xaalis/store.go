@@ -113,7 +113,7 @@ type Store interface {
 	// Entries returns the ledger entries a record caused, in order.
 	Entries(ctx context.Context, refID string) ([]*ledger.Entry, error)
 	// PayoutRequest returns one of the merchant's payout requests by id or
-	// PR- reference.
+	// PR- reference; merchantID "" finds any merchant's (the operator).
 	PayoutRequest(ctx context.Context, merchantID, key string) (*PayoutRequest, error)
 	// PayoutRequests returns the merchant's latest payout requests in a
 	// mode, newest first.
