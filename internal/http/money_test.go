@@ -744,3 +744,60 @@ func mustRequest(t *testing.T, method, url, body string) *http.Request {
 	}
 	return req
 }
+
+// TestIdempotencyKeyReusedAfterExpiry: an Idempotency-Key is kept 24 hours;
+// after it, the same key names a new request. A payout, a refund and a
+// payment made under a key used a day before are new ones: a payout or a
+// refund answered the old one (the new was never made), and another
+// record under the key could not be written at all.
+func TestIdempotencyKeyReusedAfterExpiry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		e.fund(t, keys.SecretTest, 1, 50000)
+		_, p := e.pay(t, keys.SecretTest, "reuse-pay", `"amount":10000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		create := func(path, key, body string) txRecord {
+			var rec txRecord
+			e.do(call{method: "POST", path: path, key: keys.SecretTest, idem: key, body: body}).want(t, 201, "").data(t, &rec)
+			return rec
+		}
+		payout := func(ref string, amount int) string {
+			return fmt.Sprintf(`{"merchant_ref":"%s","amount":%d,"provider":"channel_a","recipient":{"phone":"%s"}}`, ref, amount, provider.TestPhoneSuccess)
+		}
+		po1 := create("/v1/payouts", "day-key-1", payout("po-reuse-1", 1000))
+		rf1 := create("/v1/refunds", "day-key-2", `{"transaction_id":"`+p.ID+`","amount":1000}`)
+		e.clock.Advance(25 * time.Hour)
+		if _, err := e.app.Store.PurgeIdempotency(context.Background(), e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		po2 := create("/v1/payouts", "day-key-1", payout("po-reuse-2", 2000))
+		if po2.ID == po1.ID || po2.Amount != "2000.00" {
+			t.Fatalf("a payout under a key of yesterday: %+v, yesterday's %+v", po2, po1)
+		}
+		rf2 := create("/v1/refunds", "day-key-2", `{"transaction_id":"`+p.ID+`","amount":2000}`)
+		if rf2.ID == rf1.ID || rf2.Amount != "2000.00" {
+			t.Fatalf("a refund under a key of yesterday: %+v, yesterday's %+v", rf2, rf1)
+		}
+		// Another kind of record under a key a payout had.
+		create("/v1/refunds", "day-key-1-b", `{"transaction_id":"`+p.ID+`","amount":500}`)
+		e.clock.Advance(25 * time.Hour)
+		if _, err := e.app.Store.PurgeIdempotency(context.Background(), e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		create("/v1/payouts", "day-key-1-b", payout("po-reuse-3", 1500))
+		// Within its day, a key whose request's answer was not kept (a
+		// 5xx lets it go) and comes back with another request is a
+		// conflict, not the first request's record.
+		amt := func(n int64) *xaalis.Number {
+			var v xaalis.Number
+			_ = v.UnmarshalJSON([]byte(fmt.Sprint(n)))
+			return &v
+		}
+		_, err := e.app.CreateRefund(context.Background(), e.principal(keys.SecretTest), "day-key-1-b",
+			xaalis.RefundInput{TransactionID: &p.ID, Amount: amt(300)})
+		if xaalis.ErrorCode(err) != xaalis.EIdempotencyConflict {
+			t.Fatalf("another refund under a key of the day: %v", err)
+		}
+		e.ledgerOK(t)
+	})
+}

@@ -473,6 +473,12 @@ func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string,
 	return scanTx("read transaction by idempotency key", t.tx.QueryRow(ctx, idempotencyKeySQL, merchantID, mode, key))
 }
 
+// ForgetTransactionKey sets a transaction's idempotency key to none.
+func (t *Tx) ForgetTransactionKey(ctx context.Context, id string) error {
+	tag, err := t.tx.Exec(ctx, `UPDATE transactions SET idempotency_key = NULL WHERE id = $1`, id)
+	return oneRow("forget idempotency key", tag, err)
+}
+
 const idempotencyKeySQL = `SELECT ` + txColumns + ` FROM transactions
 	WHERE merchant_id = $1 AND mode = $2 AND idempotency_key = $3 FOR UPDATE`
 

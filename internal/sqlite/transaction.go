@@ -463,6 +463,15 @@ func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string,
 		WHERE merchant_id = ? AND mode = ? AND idempotency_key = ?`, merchantID, mode, key)
 }
 
+// ForgetTransactionKey sets a transaction's idempotency key to none.
+func (t *Tx) ForgetTransactionKey(ctx context.Context, id string) error {
+	res, err := t.tx.ExecContext(ctx, `UPDATE transactions SET idempotency_key = NULL WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("forget idempotency key: %w", err)
+	}
+	return oneRow(res)
+}
+
 // TransactionByIdempotencyKeyAndMerchantRef reads a payout's two lookups,
 // each nil when there is none. The writer is in process: there is no
 // round trip to save.

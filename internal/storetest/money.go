@@ -659,6 +659,26 @@ func testTransactionByIdempotencyKey(t *testing.T, s xaalis.Store) {
 	otherKey := newChild(other, xaalis.ModeTest, xaalis.TypePayout, "", xaalis.StatusInitiated, 5000, t0)
 	otherKey.IdempotencyKey = "k1"
 	insertTx(t, s, otherKey)
+	// A record lets its key go: the key finds nothing, and a new record
+	// takes it (a key past its day names a new request).
+	err = s.Update(ctx, func(tx xaalis.Tx) error {
+		if err := tx.ForgetTransactionKey(ctx, x.ID); err != nil {
+			return err
+		}
+		if _, err := tx.TransactionByIdempotencyKey(ctx, m.ID, xaalis.ModeTest, "k1"); !errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("after forgetting: %v, want not_found", err)
+		}
+		if err := tx.ForgetTransactionKey(ctx, xaalis.NewUUIDv7()); !errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("forgetting an unknown transaction's key: %v", err)
+		}
+		return tx.InsertTransaction(ctx, dup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Transaction(ctx, m.ID, x.ID); got == nil || got.IdempotencyKey != "" {
+		t.Fatalf("the record that let its key go: %+v", got)
+	}
 }
 
 func testDueDispatch(t *testing.T, s xaalis.Store) {

@@ -167,15 +167,25 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 		d := draft
 		t, resume, out = &d, false, nil
 		old, taken, err := tx.TransactionByIdempotencyKeyAndMerchantRef(ctx, m.ID, t.Mode, idemKey, KeySecret, ref)
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case old != nil && old.Type == TypePayout:
+		}
+		if old != nil {
 			// The request ran before and its answer was never stored (the
-			// process stopped mid-call): carry on with the same payout.
-			t, resume = old, true
-			return nil
-		case taken != nil:
+			// process stopped mid-call): carry on with the same payout. A
+			// key past its day names a new one (keyedBefore).
+			same := old.Type == TypePayout && old.MerchantRef == ref && old.Amount == t.Amount &&
+				old.Provider == t.Provider && old.PayerPhone == t.PayerPhone
+			again, err := a.keyedBefore(ctx, tx, old, same)
+			if err != nil {
+				return err
+			}
+			if again {
+				t, resume = old, true
+				return nil
+			}
+		}
+		if taken != nil {
 			return merchantRefTaken()
 		}
 		t.DispatchedAt = &now

@@ -129,11 +129,21 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	err = a.update(ctx, func(tx Tx) error {
 		if idemKey != "" {
 			old, err := tx.TransactionByIdempotencyKey(ctx, m.ID, r.Mode, idemKey)
-			if err == nil && old.Type == TypeRefund {
-				r, resume = old, true
-				return nil
-			} else if err != nil && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, ErrNotFound) {
 				return err
+			}
+			if err == nil {
+				// The same refund, whose answer was never stored: resume
+				// it. A key past its day names a new one (keyedBefore).
+				same := old.Type == TypeRefund && old.ParentID == r.ParentID && old.Amount == r.Amount
+				again, err := a.keyedBefore(ctx, tx, old, same)
+				if err != nil {
+					return err
+				}
+				if again {
+					r, resume = old, true
+					return nil
+				}
 			}
 		}
 		if refusal != nil {

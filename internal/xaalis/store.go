@@ -255,6 +255,10 @@ type Tx interface {
 	// TransactionByIdempotencyKey finds a payout or refund created under an
 	// Idempotency-Key, locked.
 	TransactionByIdempotencyKey(ctx context.Context, merchantID string, mode Mode, key string) (*Transaction, error)
+	// ForgetTransactionKey lets a transaction's Idempotency-Key go (sets it
+	// to none), so that a new record may take the key once it is past its
+	// IdempotencyTTL. not_found for an unknown id.
+	ForgetTransactionKey(ctx context.Context, id string) error
 	// TransactionByIdempotencyKeyAndMerchantRef is TransactionByIdempotencyKey
 	// (skipped when key is "") and TransactionByMerchantRefForUpdate, each
 	// nil, not ErrNotFound, when there is none, in one round trip where the
