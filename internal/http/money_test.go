@@ -778,6 +778,15 @@ func TestIdempotencyKeyReusedAfterExpiry(t *testing.T) {
 		if rf2.ID == rf1.ID || rf2.Amount != "2000.00" {
 			t.Fatalf("a refund under a key of yesterday: %+v, yesterday's %+v", rf2, rf1)
 		}
+		// The same refund asked again a day later (a client retrying long
+		// after a crash) is that refund: a late retry never refunds twice.
+		e.clock.Advance(25 * time.Hour)
+		if _, err := e.app.Store.PurgeIdempotency(context.Background(), e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if rf3 := create("/v1/refunds", "day-key-2", `{"transaction_id":"`+p.ID+`","amount":2000}`); rf3.ID != rf2.ID {
+			t.Fatalf("the same refund a day later: %+v, the first %+v", rf3, rf2)
+		}
 		// Another kind of record under a key a payout had.
 		create("/v1/refunds", "day-key-1-b", `{"transaction_id":"`+p.ID+`","amount":500}`)
 		e.clock.Advance(25 * time.Hour)

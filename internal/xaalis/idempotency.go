@@ -328,19 +328,20 @@ func RunCommitHook(ctx context.Context, tx Tx, result any) error {
 
 // keyedBefore decides what old, a payout or refund found under the
 // Idempotency-Key of a new request, means for it (same: old is that
-// request's record). Within IdempotencyTTL it is the same request, run
-// before without its answer stored (a 5xx, a stopped process): resume it;
-// or the key used for another request: idempotency_conflict. Past it, the
-// key names a new request, as the idempotency layer, which keeps keys that
-// long, already took it: old lets go of it. A payout or a refund under a
-// key of the day before answered the old record, and the new one was never
-// made.
+// request's record). The same request, at any age, ran before without its
+// answer stored (a 5xx, a stopped process, a client retrying long after):
+// resume it, so that a late retry never moves money twice. Another request
+// within IdempotencyTTL is the key used twice: idempotency_conflict. Past
+// it, the key names a new request, as the idempotency layer, which keeps
+// keys that long, already took it: old lets go of it. A payout or a refund
+// under a key of the day before answered the old record, and the new one
+// was never made.
 func (a *App) keyedBefore(ctx context.Context, tx Tx, old *Transaction, same bool) (resume bool, err error) {
-	if !a.now().Before(old.CreatedAt.Add(IdempotencyTTL)) {
-		return false, tx.ForgetTransactionKey(ctx, old.ID)
-	}
 	if same {
 		return true, nil
+	}
+	if !a.now().Before(old.CreatedAt.Add(IdempotencyTTL)) {
+		return false, tx.ForgetTransactionKey(ctx, old.ID)
 	}
 	return false, E(EIdempotencyConflict)
 }
