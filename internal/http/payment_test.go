@@ -780,8 +780,47 @@ func TestLateCollection(t *testing.T) {
 				t.Fatalf("%s events %v", id, evs)
 			}
 		}
-		// channel_a in SN: 1 % fee on each of the three 5,000 XOF payments.
-		if got := e.balance(t, keys.SecretLive).Available; got != 3*4950 {
+		// Cancelled while the provider's answer to the initiation was lost
+		// (no provider id yet): the provider names it by its reference,
+		// in its notification or to verify.
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+			t.Fatal(err)
+		}
+		var lost [2]txRecord
+		for i := range lost {
+			ref := fmt.Sprint("late-lost-", i)
+			e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "pay-" + ref,
+				body: payBody(ref, `"amount":5000,"provider":"channel_c","payer":{"phone":"+22177123459`+fmt.Sprint(i)+`"}`)}).
+				want(t, 503, xaalis.EGatewayUnavailable)
+			e.do(call{method: "GET", path: "/v1/payments/" + ref, key: keys.SecretLive}).want(t, 200, "").data(t, &lost[i])
+			e.do(call{method: "POST", path: "/checkout/" + lost[i].ID + "/cancel", body: "lang=en",
+				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		}
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		cols := map[string]string{}
+		for _, c := range emu.Collections() {
+			cols[c.Reference] = c.ID
+		}
+		if d, err := emu.PayerAct(cols[lost[0].Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("the late notification of an unanswered payment: %+v %v", d, err)
+		}
+		if err := emu.SetProvider("channel_c", provider.ProviderSwitches{LoseCallbacks: true}); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := emu.PayerAct(cols[lost[1].Reference], xaalis.ProviderSuccess); err != nil || !d.Lost {
+			t.Fatalf("the lost notification of an unanswered payment: %+v %v", d, err)
+		}
+		e.do(call{method: "POST", path: "/v1/payments/" + lost[1].ID + "/verify", key: keys.SecretLive, idem: "v-lost"}).want(t, 200, "")
+		for _, p := range lost {
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("%s, cancelled unanswered, then paid: %s", p.Reference, st)
+			}
+		}
+		// channel_a in SN: 1 % fee on each of the three 5,000 XOF payments;
+		// channel_c: 1.2 % on the two.
+		if got := e.balance(t, keys.SecretLive).Available; got != 3*4950+2*4940 {
 			t.Fatalf("available %v", got)
 		}
 		e.ledgerOK(t)

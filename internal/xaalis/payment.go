@@ -835,8 +835,13 @@ const (
 // money (cancelled or expired) that a provider was asked to collect: a
 // success its provider reports later still moves it.
 func (t *Transaction) collectedLate() bool {
-	return t.Type == TypePayment && (t.Status == StatusCancelled || t.Status == StatusExpired) && t.ProviderRef != ""
+	return t.Type == TypePayment && (t.Status == StatusCancelled || t.Status == StatusExpired) && t.Provider != ""
 }
+
+// lateUnanswered reports whether t is a payment collectedLate whose
+// initiation's answer was lost (its provider's id unknown): its provider
+// may hold it under its reference.
+func (t *Transaction) lateUnanswered() bool { return t.collectedLate() && t.ProviderRef == "" }
 
 // outcome is the status and event a payment settles in for a provider's
 // final state; ok is false for pending.
@@ -1001,7 +1006,7 @@ func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transactio
 	if err != nil {
 		return nil, err
 	}
-	if t.answerLost() {
+	if t.answerLost() || t.lateUnanswered() {
 		// Its provider may hold it under its reference: asked, it settles
 		// or goes pending as the lost answer would have left it.
 		if in, err := a.Gateway.Collection(ctx, t.Mode, t.Provider, t.Reference); err == nil {
@@ -1016,6 +1021,11 @@ func (a *App) Verify(ctx context.Context, p *Principal, key string) (*Transactio
 	}
 	st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
 	if err != nil {
+		if !t.Status.Open() {
+			// A closed payment is answered as it is when its provider
+			// cannot say whether the payer paid after all.
+			return a.finish(ctx, t.ID, nil)
+		}
 		return nil, err
 	}
 	return a.finish(ctx, t.ID, &st)
@@ -1031,7 +1041,7 @@ func (a *App) adoptFound(ctx context.Context, id string, in Initiation) (*Transa
 		if err != nil {
 			return err
 		}
-		if t.answerLost() {
+		if t.answerLost() || t.lateUnanswered() {
 			t.Route, t.RouteReason = in.Route, in.RouteReason
 			if err := a.adopt(ctx, tx, t, in.ProviderRef, in.State, in.Reason); err != nil {
 				return err
@@ -1112,7 +1122,7 @@ func (a *App) simulate(ctx context.Context, t *Transaction, outcome string) (*Tr
 		}
 		return a.cancel(ctx, t.ID, ReasonPayerCancelled)
 	}
-	if t.Status.Open() || (t.collectedLate() && state == ProviderSuccess) {
+	if t.Status.Open() || (t.collectedLate() && t.ProviderRef != "" && state == ProviderSuccess) {
 		// A payer who pays after the payment was cancelled or expired,
 		// as one may in a wallet: the late collection succeeds it.
 		perr := a.Gateway.PayerAction(ctx, t.Provider, t.ProviderRef, state)
@@ -1245,6 +1255,16 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 // tx: settled, or pending as the answer would have left it (reconciliation
 // polls it from then on). A payment no longer initiated is left alone.
 func (a *App) adopt(ctx context.Context, tx Tx, cur *Transaction, providerRef string, state ProviderState, reason string) error {
+	if cur.lateUnanswered() {
+		// Cancelled or expired while its provider's answer was lost: a
+		// success is money collected late (settle), anything else leaves
+		// it as it is.
+		if state != ProviderSuccess {
+			return nil
+		}
+		cur.ProviderRef = providerRef
+		return a.settle(ctx, tx, cur, state, reason)
+	}
 	if cur.Status != StatusInitiated {
 		return nil
 	}
