@@ -68,7 +68,7 @@ func redactURL(s string) string {
 
 // passwordValue is a password=VALUE or sslpassword=VALUE pair, in a query
 // or a key/value string.
-var passwordValue = regexp.MustCompile(`(?i)((?:^|[?&\s])(?:ssl)?password\s*=\s*)('[^']*'|[^&\s]*)`)
+var passwordValue = regexp.MustCompile(`(?i)((?:^|[?&\s])(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)`)
 
 // parseInterspersed parses flags that may come before or after positional
 // arguments ("merchant update ID --status x"), and returns the positionals.

@@ -215,7 +215,7 @@ func writeClaimOutcome(w http.ResponseWriter, r *http.Request, res xaalis.ClaimR
 		}
 		hd.Set("Content-Type", res.Response.ContentType)
 		w.WriteHeader(res.Response.Status)
-		_, _ = w.Write(res.Response.Body)
+		_, _ = w.Write(replayView(r, res.Response.Body))
 	case xaalis.ClaimConflict:
 		Error(w, r, xaalis.Errorf(xaalis.EIdempotencyConflict, "This Idempotency-Key was already used with a different request; use a new key for a new request."))
 	case xaalis.ClaimInFlight:

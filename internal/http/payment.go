@@ -1,6 +1,7 @@
 package http
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -78,6 +79,56 @@ func (s *Server) handlePaymentVerify(w http.ResponseWriter, r *http.Request) {
 // scope (DECISIONS), and the actions name a payment by its guessable
 // merchant_ref: a narrow key read every payer's phone, name and metadata
 // through them.
+// actedOnRoutes are the routes whose answers actedOn shows.
+var actedOnRoutes = map[string]bool{
+	"POST /v1/payments/{id}/verify": true, "POST /v1/test-helpers/payments/{id}/simulate": true, "POST /v1/refunds": true,
+}
+
+// replayView is a stored answer as the replaying request may see it. An
+// Idempotency-Key is the merchant's, mode's and key type's, not one API
+// key's: a key without can_read_transactions that replays another key's
+// request read its whole stored record. Such a key gets the reduced view
+// of a record actedOn shows, whoever stored it.
+func replayView(r *http.Request, body []byte) []byte {
+	if !actedOnRoutes[r.Pattern] || principal(r).Key.HasScope(xaalis.ScopeReadTransactions) {
+		return body
+	}
+	var env struct {
+		Data     json.RawMessage `json:"data"`
+		Livemode bool            `json:"livemode"`
+	}
+	var rec struct {
+		ID        string          `json:"id"`
+		Object    string          `json:"object"`
+		Reference string          `json:"reference"`
+		Status    string          `json:"status"`
+		Amount    string          `json:"amount"`
+		Currency  string          `json:"currency"`
+		Provider  *string         `json:"provider"`
+		ExpiresAt string          `json:"expires_at"`
+		Livemode  bool            `json:"livemode"`
+		Payer     json.RawMessage `json:"payer"`
+	}
+	if json.Unmarshal(body, &env) != nil || json.Unmarshal(env.Data, &rec) != nil || rec.Object != "transaction" || rec.Payer == nil {
+		return body // an error, or the reduced view already
+	}
+	out, err := encodeRecord(struct {
+		ID        string  `json:"id"`
+		Object    string  `json:"object"`
+		Reference string  `json:"reference"`
+		Status    string  `json:"status"`
+		Amount    string  `json:"amount"`
+		Currency  string  `json:"currency"`
+		Provider  *string `json:"provider"`
+		ExpiresAt string  `json:"expires_at"`
+		Livemode  bool    `json:"livemode"`
+	}{rec.ID, rec.Object, rec.Reference, rec.Status, rec.Amount, rec.Currency, rec.Provider, rec.ExpiresAt, rec.Livemode}, env.Livemode)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
 func actedOn(r *http.Request) func(any) any {
 	read := principal(r).Key.HasScope(xaalis.ScopeReadTransactions)
 	return func(v any) any {

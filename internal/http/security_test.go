@@ -482,6 +482,25 @@ func TestInitiateOnlyKeyReadsNothing(t *testing.T) {
 		r = e.do(call{method: "POST", path: "/v1/refunds", key: narrow, idem: "r-1",
 			body: `{"transaction_id":"` + v.Reference + `","amount":1000}`}).want(t, 201, "")
 		hidden("refund", r.body)
+		// A key is the merchant's, not one API key's: replaying the full
+		// key's request under its key gives the narrow key the reduced view.
+		refund := `{"transaction_id":"` + v.Reference + `","amount":500}`
+		full := e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: "order-42-refund", body: refund}).want(t, 201, "")
+		if !strings.Contains(string(full.body), "secret-order") {
+			t.Fatalf("the full key's refund: %s", full.body)
+		}
+		r = e.do(call{method: "POST", path: "/v1/refunds", key: narrow, idem: "order-42-refund", body: refund}).want(t, 201, "")
+		if r.header.Get("Idempotent-Replay") != "true" {
+			t.Fatalf("not a replay: %v", r.header)
+		}
+		hidden("a replayed refund", r.body)
+		var rv struct{ ID, Status string }
+		r.data(t, &rv)
+		var fv struct{ ID string }
+		full.data(t, &fv)
+		if rv.ID != fv.ID || rv.Status != "success" {
+			t.Fatalf("the replay's reduced view: %s", r.body)
+		}
 		r = e.do(call{method: "POST", path: "/v1/payments", key: narrow, idem: "c-1",
 			body: `{"merchant_ref":"order-1","amount":7000,"provider":"channel_a","payer":{"phone":"+221771234567"},"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`}).want(t, 422, xaalis.EValidation)
 		if strings.Contains(string(r.body), "TXN-") {
