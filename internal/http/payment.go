@@ -98,35 +98,31 @@ func replayView(r *http.Request, body []byte) []byte {
 		Livemode bool            `json:"livemode"`
 	}
 	var rec struct {
-		ID        string          `json:"id"`
-		Object    string          `json:"object"`
-		Reference string          `json:"reference"`
-		Status    string          `json:"status"`
-		Amount    string          `json:"amount"`
-		Currency  string          `json:"currency"`
-		Provider  *string         `json:"provider"`
-		ExpiresAt string          `json:"expires_at"`
-		Livemode  bool            `json:"livemode"`
-		Payer     json.RawMessage `json:"payer"`
+		reducedRecord
+		Payer json.RawMessage `json:"payer"`
 	}
 	if json.Unmarshal(body, &env) != nil || json.Unmarshal(env.Data, &rec) != nil || rec.Object != "transaction" || rec.Payer == nil {
 		return body // an error, or the reduced view already
 	}
-	out, err := encodeRecord(struct {
-		ID        string  `json:"id"`
-		Object    string  `json:"object"`
-		Reference string  `json:"reference"`
-		Status    string  `json:"status"`
-		Amount    string  `json:"amount"`
-		Currency  string  `json:"currency"`
-		Provider  *string `json:"provider"`
-		ExpiresAt string  `json:"expires_at"`
-		Livemode  bool    `json:"livemode"`
-	}{rec.ID, rec.Object, rec.Reference, rec.Status, rec.Amount, rec.Currency, rec.Provider, rec.ExpiresAt, rec.Livemode}, env.Livemode)
+	out, err := encodeRecord(rec.reducedRecord, env.Livemode)
 	if err != nil {
 		return body
 	}
 	return out
+}
+
+// reducedRecord is a stored transaction record's reduced view, as
+// xaalis.PaymentStatus renders it.
+type reducedRecord struct {
+	ID        string  `json:"id"`
+	Object    string  `json:"object"`
+	Reference string  `json:"reference"`
+	Status    string  `json:"status"`
+	Amount    string  `json:"amount"`
+	Currency  string  `json:"currency"`
+	Provider  *string `json:"provider"`
+	ExpiresAt string  `json:"expires_at"`
+	Livemode  bool    `json:"livemode"`
 }
 
 func actedOn(r *http.Request) func(any) any {
