@@ -1253,7 +1253,9 @@ func (a *App) ApplyNotification(ctx context.Context, mode Mode, n Notification) 
 // adopt gives a payment left initiated, its initiation's answer lost, the
 // provider's id of its collection and the state the provider reports, in
 // tx: settled, or pending as the answer would have left it (reconciliation
-// polls it from then on). A payment no longer initiated is left alone.
+// polls it from then on). A payment cancelled or expired meanwhile takes
+// only a success (collected late); any other payment no longer initiated
+// is left alone.
 func (a *App) adopt(ctx context.Context, tx Tx, cur *Transaction, providerRef string, state ProviderState, reason string) error {
 	if cur.lateUnanswered() {
 		// Cancelled or expired while its provider's answer was lost: a
