@@ -27,7 +27,7 @@ const (
 func (a *App) splitEvent(ctx context.Context, tx Tx, it *SplitItem, typ, merchantID, callback string, at time.Time) error {
 	data, err := it.MarshalJSON()
 	if err != nil {
-		return err
+		return fmt.Errorf("split event: %w", err)
 	}
 	return a.emit(ctx, tx, &Event{ID: a.NewID(), MerchantID: merchantID, Mode: it.Mode, Type: typ, ObjectType: "split",
 		ObjectID: it.ID, Data: data, CreatedAt: at}, callback)
