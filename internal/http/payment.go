@@ -72,14 +72,8 @@ func (s *Server) handlePaymentVerify(w http.ResponseWriter, r *http.Request) {
 	s.record(w, r, http.StatusOK, actedOn(r)(t))
 }
 
-// actedOn is how the answer to an action on an existing payment (verify,
-// simulate, a refund, whose record copies the payment's payer and
-// metadata) is shown: the record, or, to a key without
-// can_read_transactions, its reduced view. Reading anything needs that
-// scope (DECISIONS), and the actions name a payment by its guessable
-// merchant_ref: a narrow key read every payer's phone, name and metadata
-// through them.
-// actedOnRoutes are the routes whose answers actedOn shows.
+// actedOnRoutes are the routes whose answers actedOn shows (their
+// patterns in routes.go; TestInitiateOnlyKeyReadsNothing replays each).
 var actedOnRoutes = map[string]bool{
 	"POST /v1/payments/{id}/verify": true, "POST /v1/test-helpers/payments/{id}/simulate": true, "POST /v1/refunds": true,
 }
@@ -125,6 +119,13 @@ type reducedRecord struct {
 	Livemode  bool    `json:"livemode"`
 }
 
+// actedOn is how the answer to an action on an existing payment (verify,
+// simulate, a refund, whose record copies the payment's payer and
+// metadata) is shown: the record, or, to a key without
+// can_read_transactions, its reduced view. Reading anything needs that
+// scope (DECISIONS), and the actions name a payment by its guessable
+// merchant_ref: a narrow key read every payer's phone, name and metadata
+// through them.
 func actedOn(r *http.Request) func(any) any {
 	read := principal(r).Key.HasScope(xaalis.ScopeReadTransactions)
 	return func(v any) any {

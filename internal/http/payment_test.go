@@ -799,6 +799,11 @@ func TestLateCollection(t *testing.T) {
 		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
 			t.Fatal(err)
 		}
+		for _, p := range lost {
+			if st := e.status(t, keys.SecretLive, p.ID); st != "cancelled" || providerRef(t, e, p.ID) != "" {
+				t.Fatalf("%s cancelled before its provider's answer: %s", p.Reference, st)
+			}
+		}
 		cols := map[string]string{}
 		for _, c := range emu.Collections() {
 			cols[c.Reference] = c.ID
@@ -816,6 +821,27 @@ func TestLateCollection(t *testing.T) {
 		for _, p := range lost {
 			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
 				t.Fatalf("%s, cancelled unanswered, then paid: %s", p.Reference, st)
+			}
+			if evs := e.events(t, p.ID); len(evs) != 2 || evs[0] != xaalis.EventPaymentCancelled || evs[1] != xaalis.EventPaymentSuccess {
+				t.Fatalf("%s events %v", p.Reference, evs)
+			}
+		}
+		// Verify of a closed payment whose provider cannot answer is the
+		// record as it is (200), as before verify asked about closed ones.
+		if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
+			t.Fatal(err)
+		}
+		var rec txRecord
+		e.do(call{method: "POST", path: "/v1/payments/" + failed + "/verify", key: keys.SecretLive, idem: "v-down"}).want(t, 200, "").data(t, &rec)
+		if rec.Status != "cancelled" {
+			t.Fatalf("verify of a closed payment, its provider down: %+v", rec)
+		}
+		for _, r := range []string{"direct", "aggregator"} {
+			if err := emu.SetRoute("channel_a", r, provider.RouteSwitches{}); err != nil {
+				t.Fatal(err)
 			}
 		}
 		// channel_a in SN: 1 % fee on each of the three 5,000 XOF payments;

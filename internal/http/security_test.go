@@ -506,10 +506,25 @@ func TestInitiateOnlyKeyReadsNothing(t *testing.T) {
 		if strings.Contains(string(r.body), "TXN-") {
 			t.Fatalf("a used merchant_ref named to a key without the read scope: %s", r.body)
 		}
-		// The full key still reads it all.
+		// The full key still reads it all; its verify and simulate,
+		// replayed by the narrow key, are reduced as its refund was.
 		r = e.do(call{method: "POST", path: "/v1/payments/order-1/verify", key: keys.SecretTest, idem: "v-2"}).want(t, 200, "")
 		if !strings.Contains(string(r.body), "secret-order") {
 			t.Fatalf("verify with the read scope: %s", r.body)
+		}
+		r = e.do(call{method: "POST", path: "/v1/payments/order-1/verify", key: narrow, idem: "v-2"}).want(t, 200, "")
+		hidden("a replayed verify", r.body)
+		simulate := `{"outcome":"failed"}`
+		e.do(call{method: "POST", path: "/v1/test-helpers/payments/order-1/simulate", key: keys.SecretTest, idem: "s-2", body: simulate}).want(t, 200, "")
+		r = e.do(call{method: "POST", path: "/v1/test-helpers/payments/order-1/simulate", key: narrow, idem: "s-2", body: simulate}).want(t, 200, "")
+		hidden("a replayed simulate", r.body)
+		// Its own payment creation, replayed, is whole: it made it, and
+		// the payment URL is what it needs.
+		own := `{"merchant_ref":"own-1","amount":7000,"provider":"channel_a","payer":{"phone":"+221771234567"},"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`
+		first := e.do(call{method: "POST", path: "/v1/payments", key: narrow, idem: "own-1", body: own}).want(t, 201, "")
+		again := e.do(call{method: "POST", path: "/v1/payments", key: narrow, idem: "own-1", body: own}).want(t, 201, "")
+		if !strings.Contains(string(again.body), "payment_url") || string(again.body) != string(first.body) {
+			t.Fatalf("its own creation, replayed: %s, first %s", again.body, first.body)
 		}
 		r = e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "c-2",
 			body: `{"merchant_ref":"order-1","amount":7000,"provider":"channel_a","payer":{"phone":"+221771234567"},"success_url":"https://shop.example/ok","failed_url":"https://shop.example/ko"}`}).want(t, 422, xaalis.EValidation)

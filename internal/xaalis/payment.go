@@ -1041,7 +1041,9 @@ func (a *App) adoptFound(ctx context.Context, id string, in Initiation) (*Transa
 		if err != nil {
 			return err
 		}
-		if t.answerLost() || t.lateUnanswered() {
+		// A payment closed meanwhile takes only a success: only then is
+		// the route the provider names its own.
+		if t.answerLost() || (t.lateUnanswered() && in.State == ProviderSuccess) {
 			t.Route, t.RouteReason = in.Route, in.RouteReason
 			if err := a.adopt(ctx, tx, t, in.ProviderRef, in.State, in.Reason); err != nil {
 				return err
