@@ -162,7 +162,7 @@ func FuzzCheckBody(f *testing.F) {
 		walk = func(x any, free bool) {
 			switch y := x.(type) {
 			case string:
-				if msg := badRune(y, free); msg != "" {
+				if msg := xaalis.TextFault(y, free); msg != "" {
 					t.Fatalf("accepted %q: %s", body, msg)
 				}
 			case []any:

@@ -33,18 +33,9 @@ var freeTextFields = map[string]bool{
 	"merchant_response": true, // the dispute's evidence text
 }
 
-// Hygiene messages, one per fault: the domain's text rules, and one of
-// the JSON layer's own.
-const (
-	msgControl     = xaalis.MsgControl
-	msgControlText = xaalis.MsgControlText
-	msgUTF8        = xaalis.MsgUTF8
-	msgKey         = "has a key that is not valid UTF-8 or holds control characters"
-)
-
-// badRune reports the first fault of s: "" when it is clean. Free text
-// may hold tab, LF, and CR directly before LF.
-func badRune(s string, freeText bool) string { return xaalis.TextFault(s, freeText) }
+// msgKey is the fault of a JSON key: the text rules' own faults are
+// xaalis.TextFault's messages.
+const msgKey = "has a key that is not valid UTF-8 or holds control characters"
 
 // cleanBody reports whether a JSON body certainly holds no string the
 // hygiene rules refuse, without parsing it: valid UTF-8, no DEL or C1
@@ -77,11 +68,11 @@ func checkBody(body []byte) error {
 	}
 	v := xaalis.ValidationErrors{}
 	walkJSON(body, func(path string, freeText, isKey bool, raw []byte, s string) {
-		msg := badRune(s, freeText && !isKey)
+		msg := xaalis.TextFault(s, freeText && !isKey)
 		if msg == "" && strings.ContainsRune(s, utf8.RuneError) && !literalReplacement(raw) {
 			// The decoder replaced an invalid sequence or a lone
 			// surrogate escape: the sender's string was not UTF-8.
-			msg = msgUTF8
+			msg = xaalis.MsgUTF8
 		}
 		if msg == "" {
 			return
@@ -212,12 +203,12 @@ func checkQuery(rawQuery string) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if msg := badRune(name, false); msg != "" {
+		if msg := xaalis.TextFault(name, false); msg != "" {
 			v.Add(strconv.QuoteToASCII(name), "is a query parameter name that "+msg)
 			continue
 		}
 		for _, val := range q[name] {
-			if msg := badRune(val, false); msg != "" {
+			if msg := xaalis.TextFault(val, false); msg != "" {
 				v.Add(name, msg)
 				break
 			}
@@ -229,7 +220,7 @@ func checkQuery(rawQuery string) error {
 // checkHeader applies the hygiene rules to a header value the service
 // stores.
 func checkHeader(name, value string) error {
-	if msg := badRune(value, false); msg != "" {
+	if msg := xaalis.TextFault(value, false); msg != "" {
 		return &xaalis.Error{Code: xaalis.EValidation, Fields: xaalis.ValidationErrors{name: {msg}}}
 	}
 	return nil
