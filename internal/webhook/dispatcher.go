@@ -446,9 +446,9 @@ func (d *Dispatcher) deliver(ctx context.Context, dl *xaalis.Delivery) (bool, er
 			return false, nil
 		}
 		attempt.ErrorMessage = err.Error()
-		shown := logURL(t.url)
-		log.Info("webhook delivery failed", "url", shown, "attempt", dl.Attempts+1,
-			"err", strings.ReplaceAll(attempt.ErrorMessage, t.url, shown))
+		// The error names no URL (SendError keeps the transport's reason
+		// only); the URL is shown without its query.
+		log.Info("webhook delivery failed", "url", logURL(t.url), "attempt", dl.Attempts+1, "err", attempt.ErrorMessage)
 		return true, d.record(ctx, dl, attempt, false, false)
 	}
 	return true, d.record(ctx, dl, attempt, true, false)
