@@ -402,15 +402,15 @@ func maskDigits(s string, head, tail int) string {
 	return string(b)
 }
 
-// uemoaCallingCodes are the UEMOA countries' calling codes.
-var uemoaCallingCodes = map[string]Country{"+221": "SN", "+223": "ML", "+225": "CI", "+226": "BF",
-	"+227": "NE", "+228": "TG", "+229": "BJ", "+245": "GW"}
-
 // PhoneCountry is the UEMOA country of an E.164 number (ParsePhone's), or
-// "" for none.
+// "" for none: its calling code's region, as ParsePhone reads it.
 func PhoneCountry(e164 string) Country {
-	if len(e164) < 4 {
+	num, err := phonenumbers.Parse(e164, "")
+	if err != nil {
 		return ""
 	}
-	return uemoaCallingCodes[e164[:4]]
+	if c := Country(phonenumbers.GetRegionCodeForCountryCode(int(num.GetCountryCode()))); c.Valid() {
+		return c
+	}
+	return ""
 }
