@@ -196,11 +196,7 @@ func (n *newMerchantRecords) insert(tx Tx) error {
 
 func (a *App) newMerchant(ctx context.Context, in MerchantCreate) (*newMerchantRecords, error) {
 	v := ValidationErrors{}
-	in.Name = strings.TrimSpace(in.Name)
-	if in.Name == "" || utf8.RuneCountInString(in.Name) > 200 {
-		v.Add("name", "is required, at most 200 characters")
-	}
-	checkText(v, "name", in.Name, false)
+	in.Name = checkMerchantName(v, in.Name)
 	// As a payment's country is read: either case, spaces trimmed.
 	in.Country = Country(strings.ToUpper(strings.TrimSpace(string(in.Country))))
 	if in.Country == "" {
@@ -265,12 +261,7 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 		v.Add("kyc", "must be pending, approved or rejected")
 	}
 	if u.Name != nil {
-		// As at creation: what a merchant is called is never blank.
-		name := strings.TrimSpace(*u.Name)
-		if name == "" || utf8.RuneCountInString(name) > 200 {
-			v.Add("name", "is required, at most 200 characters")
-		}
-		checkText(v, "name", name, false)
+		name := checkMerchantName(v, *u.Name) // as at creation
 		u.Name = &name
 	}
 	if u.AllowedProviders != nil {
@@ -307,6 +298,18 @@ func (a *App) UpdateMerchant(ctx context.Context, id string, u MerchantUpdate) (
 		return a.audit(ctx, tx, "merchant.update", "merchant", m.ID, merchantAudit(&before), merchantAudit(m))
 	})
 	return out, err
+}
+
+// checkMerchantName adds name's faults to v and returns it trimmed: what
+// a merchant is called is never blank, at most 200 characters, and holds
+// no control character.
+func checkMerchantName(v ValidationErrors, name string) string {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > 200 {
+		v.Add("name", "is required, at most 200 characters")
+	}
+	checkText(v, "name", name, false)
+	return name
 }
 
 // withoutEmptyLists is m with its empty lists nil, so that an update that
