@@ -58,12 +58,13 @@ func (s *Server) handleRefundCreate(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, err)
 		return
 	}
-	t, err := s.App.CreateRefund(s.committingAs(r, http.StatusCreated, actedOn(r)), principal(r), r.Header.Get("Idempotency-Key"), in)
+	view := actedOn(r)
+	t, err := s.App.CreateRefund(s.committingAs(r, http.StatusCreated, view), principal(r), r.Header.Get("Idempotency-Key"), in)
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.record(w, r, http.StatusCreated, actedOn(r)(t))
+	s.record(w, r, http.StatusCreated, view(t))
 }
 
 func (s *Server) handleRefundGet(w http.ResponseWriter, r *http.Request) {

@@ -64,12 +64,13 @@ func (s *Server) handlePaymentList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handlePaymentVerify(w http.ResponseWriter, r *http.Request) {
-	t, err := s.App.Verify(s.committingAs(r, http.StatusOK, actedOn(r)), principal(r), r.PathValue("id"))
+	view := actedOn(r)
+	t, err := s.App.Verify(s.committingAs(r, http.StatusOK, view), principal(r), r.PathValue("id"))
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.record(w, r, http.StatusOK, actedOn(r)(t))
+	s.record(w, r, http.StatusOK, view(t))
 }
 
 // actedOnRoutes are the routes whose answers actedOn shows (their
@@ -92,31 +93,17 @@ func replayView(r *http.Request, body []byte) []byte {
 		Livemode bool            `json:"livemode"`
 	}
 	var rec struct {
-		reducedRecord
+		xaalis.StatusView
 		Payer json.RawMessage `json:"payer"`
 	}
 	if json.Unmarshal(body, &env) != nil || json.Unmarshal(env.Data, &rec) != nil || rec.Object != "transaction" || rec.Payer == nil {
 		return body // an error, or the reduced view already
 	}
-	out, err := encodeRecord(rec.reducedRecord, env.Livemode)
+	out, err := encodeRecord(rec.StatusView, env.Livemode)
 	if err != nil {
 		return body
 	}
 	return out
-}
-
-// reducedRecord is a stored transaction record's reduced view, as
-// xaalis.PaymentStatus renders it.
-type reducedRecord struct {
-	ID        string  `json:"id"`
-	Object    string  `json:"object"`
-	Reference string  `json:"reference"`
-	Status    string  `json:"status"`
-	Amount    string  `json:"amount"`
-	Currency  string  `json:"currency"`
-	Provider  *string `json:"provider"`
-	ExpiresAt string  `json:"expires_at"`
-	Livemode  bool    `json:"livemode"`
 }
 
 // actedOn is how the answer to an action on an existing payment (verify,
@@ -144,12 +131,13 @@ func (s *Server) handlePaymentSimulate(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, err)
 		return
 	}
-	t, err := s.App.Simulate(s.committingAs(r, http.StatusOK, actedOn(r)), principal(r), r.PathValue("id"), in.Outcome)
+	view := actedOn(r)
+	t, err := s.App.Simulate(s.committingAs(r, http.StatusOK, view), principal(r), r.PathValue("id"), in.Outcome)
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	s.record(w, r, http.StatusOK, actedOn(r)(t))
+	s.record(w, r, http.StatusOK, view(t))
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

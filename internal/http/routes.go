@@ -164,7 +164,6 @@ type Route struct {
 // Routes lists the API's routes in registration order, for the docs.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.registry...) }
 
-// onlyMethods answers 405 method_not_allowed with Allow: methods.
 // onlyPost answers 405 with Allow: POST to every other method on a
 // concrete path that a templated one also matches (/v1/payments/{id},
 // /v1/events/{id}): the mux's own Allow merged the template's methods
@@ -176,6 +175,7 @@ func onlyPost(mux *http.ServeMux, path string) {
 	}
 }
 
+// onlyMethods answers 405 method_not_allowed with Allow: methods.
 func onlyMethods(methods ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, &xaalis.Error{Code: xaalis.EMethodNotAllowed, Allow: methods})

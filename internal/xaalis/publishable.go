@@ -112,21 +112,25 @@ func (a *App) countPayerPhone(ctx context.Context, tx Tx, t *Transaction, phone 
 // reads: nothing of the payer, the metadata, the URLs or the fees.
 type PaymentStatus struct{ T *Transaction }
 
+// StatusView is the reduced view's JSON: PaymentStatus renders it, and a
+// stored record's JSON read into it is that record's reduced view.
+type StatusView struct {
+	ID        string   `json:"id"`
+	Object    string   `json:"object"`
+	Reference string   `json:"reference"`
+	Status    Status   `json:"status"`
+	Amount    string   `json:"amount"`
+	Currency  Currency `json:"currency"`
+	Provider  *string  `json:"provider"`
+	ExpiresAt string   `json:"expires_at"`
+	Livemode  bool     `json:"livemode"`
+}
+
 // MarshalJSON renders the reduced view.
 func (s PaymentStatus) MarshalJSON() ([]byte, error) {
 	t := s.T
-	return json.Marshal(struct {
-		ID        string   `json:"id"`
-		Object    string   `json:"object"`
-		Reference string   `json:"reference"`
-		Status    Status   `json:"status"`
-		Amount    string   `json:"amount"`
-		Currency  Currency `json:"currency"`
-		Provider  *string  `json:"provider"`
-		ExpiresAt string   `json:"expires_at"`
-		Livemode  bool     `json:"livemode"`
-	}{t.ID, "transaction", t.Reference, t.Status, t.Amount.Decimal(), t.Amount.Currency, strPtr(t.Provider),
-		Timestamp(t.ExpiresAt), t.Mode.Live()})
+	return json.Marshal(StatusView{t.ID, "transaction", t.Reference, t.Status, t.Amount.Decimal(), t.Amount.Currency,
+		strPtr(t.Provider), Timestamp(t.ExpiresAt), t.Mode.Live()})
 }
 
 // Livemode is the view's mode, for the response envelope.
