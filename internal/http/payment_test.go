@@ -716,6 +716,139 @@ func TestRefusalOrderWithVolumes(t *testing.T) {
 	})
 }
 
+// TestLateCollectionPolled: a payment collected after it was cancelled
+// or expired whose notification was lost as well stayed closed until a
+// verify asked: reconciliation polled pending payments only. It now asks
+// the provider about closed ones, at doubling intervals for a day:
+// a success found succeeds the payment with its event; another final
+// answer, or the day's end, stops the polls.
+func TestLateCollectionPolled(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		ctx := context.Background()
+		pay := func(ref, prov, phone string) txRecord {
+			var p txRecord
+			e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "pay-" + ref,
+				body: payBody(ref, `"amount":5000,"provider":"`+prov+`","payer":{"phone":"`+phone+`"},"expires_in":60`)}).
+				want(t, 201, "").data(t, &p)
+			return p
+		}
+		paid := pay("poll-paid", "channel_a", "+221771234567")
+		failed := pay("poll-failed", "channel_a", "+221771234568")
+		never := pay("poll-never", "channel_a", "+221771234569")
+		cancelled := pay("poll-cancelled", "channel_a", "+221771234570")
+		e.do(call{method: "POST", path: "/checkout/" + cancelled.ID + "/cancel", body: "lang=en",
+			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		// The initiation's answer lost: cancelled without a provider id.
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+			t.Fatal(err)
+		}
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "pay-poll-lost",
+			body: payBody("poll-lost", `"amount":5000,"provider":"channel_c","payer":{"phone":"+221771234571"}`)}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		var lost txRecord
+		e.do(call{method: "GET", path: "/v1/payments/poll-lost", key: keys.SecretLive}).want(t, 200, "").data(t, &lost)
+		e.do(call{method: "POST", path: "/checkout/" + lost.ID + "/cancel", body: "lang=en",
+			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(2 * time.Minute)
+		if _, err := e.app.ExpireDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []txRecord{paid, failed, never} {
+			if st := e.status(t, keys.SecretLive, p.ID); st != "expired" {
+				t.Fatalf("%s before the payer acts: %s", p.Reference, st)
+			}
+		}
+		// Every notification is lost from now on.
+		for _, prov := range []string{"channel_a", "channel_c"} {
+			if err := emu.SetProvider(prov, provider.ProviderSwitches{LoseCallbacks: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cols := map[string]string{}
+		for _, c := range emu.Collections() {
+			cols[c.Reference] = c.ID
+		}
+		for id, act := range map[string]xaalis.ProviderState{
+			providerRef(t, e, paid.ID): xaalis.ProviderSuccess, providerRef(t, e, failed.ID): xaalis.ProviderFailed,
+			providerRef(t, e, cancelled.ID): xaalis.ProviderSuccess, cols[lost.Reference]: xaalis.ProviderSuccess,
+		} {
+			if d, err := emu.PayerAct(id, act); err != nil || !d.Lost {
+				t.Fatalf("the lost notification: %+v %v", d, err)
+			}
+		}
+		due := func() map[string]bool {
+			t.Helper()
+			list, err := e.app.Store.DueTransactions(ctx, xaalis.DueQuery{Now: e.clock.Now().Add(xaalis.LatePollWindow), Limit: 100, LatePoll: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]bool{}
+			for _, x := range list {
+				out[x.ID] = true
+			}
+			return out
+		}
+		if d := due(); len(d) != 5 {
+			t.Fatalf("late polls scheduled for %v, want the five closed payments", d)
+		}
+		// A payment is asked about reconcile_after_seconds (60 s here)
+		// after it closed: the cancelled ones two minutes ago, the expired
+		// ones just now.
+		if n, err := e.app.ReconcileDue(ctx, 100); err != nil || n != 2 {
+			t.Fatalf("the cancelled payments' polls changed %d (%v), want 2", n, err)
+		}
+		if st := e.status(t, keys.SecretLive, paid.ID); st != "expired" {
+			t.Fatalf("a poll before its time: %s", st)
+		}
+		e.clock.Advance(time.Minute)
+		if n, err := e.app.ReconcileDue(ctx, 100); err != nil || n != 1 {
+			t.Fatalf("the expired payments' polls changed %d (%v), want 1", n, err)
+		}
+		for id, want := range map[string]string{paid.ID: "success", cancelled.ID: "success", lost.ID: "success",
+			failed.ID: "expired", never.ID: "expired"} {
+			if st := e.status(t, keys.SecretLive, id); st != want {
+				t.Fatalf("%s after the late poll: %s, want %s", id, st, want)
+			}
+			if evs := e.events(t, id); want == "success" && (len(evs) != 2 || evs[1] != xaalis.EventPaymentSuccess) {
+				t.Fatalf("%s events %v", id, evs)
+			}
+		}
+		// The provider's failure is final: only the unpaid one is asked
+		// again, fewer than a dozen times, until the day is over.
+		if d := due(); len(d) != 1 || !d[never.ID] {
+			t.Fatalf("late polls left: %v, want only %s", d, never.ID)
+		}
+		polls := 0
+		for range 24 * 60 {
+			e.clock.Advance(time.Minute)
+			if len(due()) == 0 {
+				break
+			}
+			if list, err := e.app.Store.DueTransactions(ctx, xaalis.DueQuery{Now: e.clock.Now(), Limit: 100, LatePoll: true}); err != nil {
+				t.Fatal(err)
+			} else if len(list) > 0 {
+				polls++
+			}
+			if _, err := e.app.ReconcileDue(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := due(); len(d) != 0 || polls < 5 || polls > 12 {
+			t.Fatalf("the unpaid payment was asked %d more times, and is still due: %v", polls, d)
+		}
+		// channel_a in SN: 1 % fee on the two 5,000 XOF payments, channel_c
+		// 1.2 % on the third.
+		if got := e.balance(t, keys.SecretLive).Available; got != 2*4950+4940 {
+			t.Fatalf("available %v", got)
+		}
+		e.ledgerOK(t)
+	})
+}
+
 // TestLateCollection: a payer who pays at the provider after the payment
 // was cancelled on the hosted page (which reaches no provider) or expired
 // was charged, and the payment stayed cancelled or expired without a word.

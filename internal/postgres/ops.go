@@ -122,6 +122,14 @@ func (s *Store) JobsDue(ctx context.Context, q xaalis.JobsDueQuery) (map[string]
 			out[j.job] = time.Time{}
 		}
 	}
+	// The reconcile job asks about closed payments' late polls too.
+	var late *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT min(poll_at) FROM late_polls WHERE poll_at <= $1`, q.Now).Scan(&late); err != nil {
+		return nil, fmt.Errorf("jobs due: late polls: %w", err)
+	}
+	if r := out[xaalis.JobReconcile]; late != nil && (r.IsZero() || late.Before(r)) {
+		out[xaalis.JobReconcile] = late.UTC()
+	}
 	return out, nil
 }
 

@@ -77,7 +77,7 @@ func TestSearchPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"api_keys", "audit_log", "customers", "disputes", "events", "goose_db_version", "idempotency_keys",
-		"idempotency_quota", "ledger_balances", "ledger_checks", "ledger_entries", "ledger_postings", "merchants",
+		"idempotency_quota", "late_polls", "ledger_balances", "ledger_checks", "ledger_entries", "ledger_postings", "merchants",
 		"operator_sessions", "operator_tokens", "payout_requests", "plans", "provider_notifications", "rate_counters",
 		"server_instances", "settings", "split_items", "stat_counters", "subscriptions", "transaction_counts", "transactions", "volume_counters",
 		"webhook_attempts", "webhook_callback_secrets", "webhook_deliveries", "webhook_endpoints", "webhook_listen_secrets"}

@@ -223,6 +223,9 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 			WHERE type IN ('payout', 'refund') AND status IN ('initiated', 'pending')
 				AND coalesce(dispatched_at, created_at) < $1
 			ORDER BY coalesce(dispatched_at, created_at), id`+limitSQL(q.Limit), q.Before)
+	case q.LatePoll:
+		return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
+			WHERE id IN (SELECT transaction_id FROM late_polls WHERE poll_at <= $1 ORDER BY poll_at`+limitSQL(q.Limit)+`)`, q.Now)
 	}
 	return queryTxs(ctx, s.pool, "due transactions", `SELECT `+txColumns+` FROM transactions
 		WHERE type = 'payment' AND status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < $1
@@ -477,6 +480,21 @@ func (t *Tx) TransactionByIdempotencyKey(ctx context.Context, merchantID string,
 func (t *Tx) ForgetTransactionKey(ctx context.Context, id string) error {
 	tag, err := t.tx.Exec(ctx, `UPDATE transactions SET idempotency_key = NULL WHERE id = $1`, id)
 	return oneRow("forget idempotency key", tag, err)
+}
+
+// SetLatePoll sets or, at the zero time, stops a payment's late poll.
+func (t *Tx) SetLatePoll(ctx context.Context, id string, at time.Time) error {
+	var err error
+	if at.IsZero() {
+		_, err = t.tx.Exec(ctx, `DELETE FROM late_polls WHERE transaction_id = $1`, id)
+	} else {
+		_, err = t.tx.Exec(ctx, `INSERT INTO late_polls (transaction_id, poll_at) VALUES ($1, $2)
+			ON CONFLICT (transaction_id) DO UPDATE SET poll_at = excluded.poll_at`, id, at)
+	}
+	if err != nil {
+		return fmt.Errorf("set late poll: %w", err)
+	}
+	return nil
 }
 
 const idempotencyKeySQL = `SELECT ` + txColumns + ` FROM transactions

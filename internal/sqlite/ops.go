@@ -170,6 +170,14 @@ func (s *Store) JobsDue(ctx context.Context, q xaalis.JobsDueQuery) (map[string]
 			out[j.job] = time.Time{}
 		}
 	}
+	// The reconcile job asks about closed payments' late polls too.
+	var late sql.NullInt64
+	if err := s.read.QueryRowContext(ctx, `SELECT min(poll_at) FROM late_polls WHERE poll_at <= ?`, now).Scan(&late); err != nil {
+		return nil, fmt.Errorf("jobs due: late polls: %w", err)
+	}
+	if r := out[xaalis.JobReconcile]; late.Valid && (r.IsZero() || fromMicros(late.Int64).Before(r)) {
+		out[xaalis.JobReconcile] = fromMicros(late.Int64)
+	}
 	return out, nil
 }
 

@@ -171,6 +171,10 @@ func (s *Store) DueTransactions(ctx context.Context, q xaalis.DueQuery) ([]*xaal
 			WHERE type IN ('payout', 'refund') AND status IN ('initiated', 'pending')
 				AND coalesce(dispatched_at, created_at) < ?
 			ORDER BY coalesce(dispatched_at, created_at), id LIMIT +?`, micros(q.Before), q.Limit)
+	case q.LatePoll:
+		return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
+			WHERE id IN (SELECT transaction_id FROM late_polls WHERE poll_at <= ? ORDER BY poll_at LIMIT +?)`,
+			micros(q.Now), q.Limit)
 	}
 	return queryTxs(ctx, s.read, `SELECT `+txColumns+` FROM transactions
 		WHERE type = 'payment' AND status = 'pending' AND provider_ref <> '' AND coalesce(reconciled_at, created_at) < ?
@@ -470,6 +474,21 @@ func (t *Tx) ForgetTransactionKey(ctx context.Context, id string) error {
 		return fmt.Errorf("forget idempotency key: %w", err)
 	}
 	return oneRow(res)
+}
+
+// SetLatePoll sets or, at the zero time, stops a payment's late poll.
+func (t *Tx) SetLatePoll(ctx context.Context, id string, at time.Time) error {
+	var err error
+	if at.IsZero() {
+		_, err = t.tx.ExecContext(ctx, `DELETE FROM late_polls WHERE transaction_id = ?`, id)
+	} else {
+		_, err = t.tx.ExecContext(ctx, `INSERT INTO late_polls (transaction_id, poll_at) VALUES (?, ?)
+			ON CONFLICT (transaction_id) DO UPDATE SET poll_at = excluded.poll_at`, id, micros(at))
+	}
+	if err != nil {
+		return fmt.Errorf("set late poll: %w", err)
+	}
+	return nil
 }
 
 // TransactionByIdempotencyKeyAndMerchantRef reads a payout's two lookups,

@@ -210,9 +210,29 @@ func testJobsDue(t *testing.T, s xaalis.Store) {
 	if due, err = s.JobsDue(ctx, q); err != nil {
 		t.Fatal(err)
 	}
+	if !due[xaalis.JobReconcile].Equal(polled.Add(time.Minute)) {
+		t.Fatalf("reconcile due at %v before any late poll", due[xaalis.JobReconcile])
+	}
+	// reconcile again: a closed payment's late poll due before the
+	// pending payment's poll, and one not yet due.
+	late := time.Time{}
+	for _, at := range []time.Duration{-20 * time.Minute, time.Hour} {
+		x := NewPayment(m, xaalis.ModeLive, "", now.Add(-2*time.Hour))
+		x.Status, x.Provider, x.ProviderRef = xaalis.StatusExpired, "channel_a", xaalis.NewUUIDv7()
+		insertTx(t, s, x)
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.SetLatePoll(ctx, x.ID, now.Add(at)) }); err != nil {
+			t.Fatal(err)
+		}
+		if late.IsZero() {
+			late = now.Add(at)
+		}
+	}
+	if due, err = s.JobsDue(ctx, q); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]time.Time{
 		xaalis.JobExpire:        now.Add(-3 * time.Hour),
-		xaalis.JobReconcile:     polled.Add(time.Minute),
+		xaalis.JobReconcile:     late,
 		xaalis.JobDisputes:      d.DueBy,
 		xaalis.JobSubscriptions: sub.NextActionAt,
 		xaalis.JobDispatch:      now.Add(-5 * time.Minute).Add(2 * time.Minute),
@@ -223,6 +243,69 @@ func testJobsDue(t *testing.T, s xaalis.Store) {
 			t.Errorf("%s due at %v, want %v", j, due[j], w)
 		}
 	}
+}
+
+// testLatePolls: a closed payment's late poll is set, moved and stopped;
+// DueTransactions(LatePoll) returns the payments due, oldest poll first,
+// up to the limit.
+func testLatePolls(t *testing.T, s xaalis.Store) {
+	ctx := context.Background()
+	m := NewMerchant(t, s)
+	set := func(id string, at time.Time) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx xaalis.Tx) error { return tx.SetLatePoll(ctx, id, at) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due := func(now time.Time, limit int) []string {
+		t.Helper()
+		list, err := s.DueTransactions(ctx, xaalis.DueQuery{Now: now, Limit: limit, LatePoll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, len(list))
+		for i, x := range list {
+			ids[i] = x.ID
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	var ids []string
+	for i := range 3 {
+		x := NewPayment(m, xaalis.ModeLive, "", t0)
+		x.Status, x.Provider, x.ProviderRef = xaalis.StatusCancelled, "channel_a", xaalis.NewUUIDv7()
+		insertTx(t, s, x)
+		set(x.ID, t0.Add(time.Duration(i+1)*time.Minute))
+		ids = append(ids, x.ID)
+	}
+	// A payment with no poll, and a poll stopped that never was: nothing.
+	other := NewPayment(m, xaalis.ModeLive, "", t0)
+	insertTx(t, s, other)
+	set(other.ID, time.Time{})
+	if got := due(t0, 10); len(got) != 0 {
+		t.Fatalf("due before any poll's time: %v", got)
+	}
+	if got := due(t0.Add(2*time.Minute), 10); !slices.Equal(got, sorted(ids[0], ids[1])) {
+		t.Fatalf("due at 2 min: %v, want %v", got, ids[:2])
+	}
+	if got := due(t0.Add(time.Hour), 1); !slices.Equal(got, ids[:1]) {
+		t.Fatalf("the oldest poll first: %v, want %v", got, ids[:1])
+	}
+	// Moved later, then stopped.
+	set(ids[0], t0.Add(time.Hour))
+	set(ids[1], time.Time{})
+	if got := due(t0.Add(5*time.Minute), 10); !slices.Equal(got, ids[2:]) {
+		t.Fatalf("due after a poll moved and one stopped: %v, want %v", got, ids[2:])
+	}
+	if got := due(t0.Add(time.Hour), 10); !slices.Equal(got, sorted(ids[0], ids[2])) {
+		t.Fatalf("due at an hour: %v", got)
+	}
+}
+
+// sorted returns ids in order.
+func sorted(ids ...string) []string {
+	slices.Sort(ids)
+	return ids
 }
 
 // testLedgerChecks: the last recorded check is the newest.

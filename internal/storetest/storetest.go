@@ -93,6 +93,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); testStats(t, open(t)) })
 	t.Run("WebhookBacklog", func(t *testing.T) { t.Parallel(); testWebhookBacklog(t, open(t)) })
 	t.Run("JobsDue", func(t *testing.T) { t.Parallel(); testJobsDue(t, open(t)) })
+	t.Run("LatePolls", func(t *testing.T) { t.Parallel(); testLatePolls(t, open(t)) })
 	t.Run("LedgerChecks", func(t *testing.T) { t.Parallel(); testLedgerChecks(t, open(t)) })
 	t.Run("RateCount", func(t *testing.T) { t.Parallel(); testRateCount(t, open(t)) })
 	t.Run("OperatorSessions", func(t *testing.T) { t.Parallel(); testOperatorSessions(t, open(t)) })

@@ -870,6 +870,7 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 			return err
 		}
 	}
+	wasLate := t.collectedLate()
 	t.Status = to
 	if to != StatusSuccess {
 		t.FailureReason = reason
@@ -885,10 +886,39 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 	if err := write(); err != nil {
 		return fmt.Errorf("write transaction: %w", err)
 	}
+	switch {
+	case t.collectedLate():
+		// Its provider is asked again later (ReconcileDue), in case the
+		// payer pays after all and the notification of it is lost.
+		if err := tx.SetLatePoll(ctx, t.ID, a.nextLatePoll(t.UpdatedAt, t.UpdatedAt)); err != nil {
+			return err
+		}
+	case wasLate:
+		if err := tx.SetLatePoll(ctx, t.ID, time.Time{}); err != nil {
+			return err
+		}
+	}
 	if err := a.writeEvent(ctx, tx, t, event); err != nil {
 		return err
 	}
 	return a.onSubscriptionPayment(ctx, tx, t, to)
+}
+
+// LatePollWindow is how long after a payment was cancelled or expired its
+// provider is still asked whether the payer paid after all: a wallet's
+// request to the payer outlives neither a day nor, mostly, an hour.
+const LatePollWindow = 24 * time.Hour
+
+// nextLatePoll is when a payment closed at closed is next asked about
+// after a poll at now: reconcile_after_seconds after it closed, then at
+// intervals that double (about ten polls in LatePollWindow at the default
+// 300 s), or never (the zero time) past the window.
+func (a *App) nextLatePoll(closed, now time.Time) time.Time {
+	next := now.Add(max(time.Duration(a.Config.ReconcileAfterSeconds)*time.Second, now.Sub(closed)))
+	if next.Sub(closed) > LatePollWindow {
+		return time.Time{}
+	}
+	return next
 }
 
 // writeEvent stores an event carrying the record as it now is.
@@ -1401,5 +1431,70 @@ func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
 			changed++
 		}
 	}
+	late, err := a.Store.DueTransactions(ctx, DueQuery{Now: now, Limit: limit, LatePoll: true})
+	if err != nil {
+		return changed, fmt.Errorf("due late polls: %w", err)
+	}
+	for _, t := range late {
+		moved, err := a.pollLate(ctx, t)
+		if err != nil {
+			return changed, fmt.Errorf("late poll %s: %w", t.ID, err)
+		}
+		if moved {
+			changed++
+		}
+	}
 	return changed, nil
+}
+
+// pollLate asks the provider about a payment cancelled or expired after it
+// was asked to collect it: a success found is money collected late, which
+// succeeds the payment (settle) as its notification would have. Another
+// final answer stops the polls; no answer, or pending, asks again later
+// (nextLatePoll).
+func (a *App) pollLate(ctx context.Context, t *Transaction) (moved bool, err error) {
+	var st *ProviderStatus
+	var found *Initiation
+	if t.collectedLate() {
+		if t.ProviderRef == "" {
+			// Its initiation's answer was lost: the provider may hold it
+			// under its reference.
+			if in, err := a.Gateway.Collection(ctx, t.Mode, t.Provider, t.Reference); err == nil {
+				found = &in
+			}
+		} else if s, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef); err == nil {
+			st = &s
+		}
+	}
+	err = a.update(ctx, func(tx Tx) error {
+		cur, err := tx.TransactionForUpdate(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		moved = false
+		switch {
+		case !cur.collectedLate():
+			// Moved meanwhile (or an older release's row): nothing to ask.
+			return tx.SetLatePoll(ctx, cur.ID, time.Time{})
+		case found != nil && cur.lateUnanswered():
+			if found.State == ProviderSuccess {
+				moved = true
+				cur.Route, cur.RouteReason = found.Route, found.RouteReason
+				return a.adopt(ctx, tx, cur, found.ProviderRef, found.State, found.Reason)
+			}
+			if _, _, final := outcome(found.State); final {
+				return tx.SetLatePoll(ctx, cur.ID, time.Time{})
+			}
+		case st != nil && cur.ProviderRef == t.ProviderRef && cur.ProviderRef != "":
+			if st.State == ProviderSuccess {
+				moved = true
+				return a.settle(ctx, tx, cur, st.State, st.Reason)
+			}
+			if _, _, final := outcome(st.State); final {
+				return tx.SetLatePoll(ctx, cur.ID, time.Time{})
+			}
+		}
+		return tx.SetLatePoll(ctx, cur.ID, a.nextLatePoll(cur.UpdatedAt, a.now()))
+	})
+	return moved, err
 }

@@ -81,8 +81,8 @@ type Store interface {
 	// Transactions lists one page, newest first, and the total.
 	Transactions(ctx context.Context, f TxFilter, page PageRequest) ([]*Transaction, int, error)
 	// DueTransactions returns up to limit open payments of any merchant:
-	// expired at now (Expired), or pending and not polled since
-	// Before (Reconcile).
+	// expired at now (Expired), pending and not polled since Before
+	// (Reconcile), or closed with a late poll due at now (LatePoll).
 	DueTransactions(ctx context.Context, q DueQuery) ([]*Transaction, error)
 	// Volume sums the limit amounts of counted payments in a scope created
 	// on or after Since's UTC day, from the running volume counters, plus
@@ -259,6 +259,10 @@ type Tx interface {
 	// to none), so that a new record may take the key once it is past its
 	// IdempotencyTTL. not_found for an unknown id.
 	ForgetTransactionKey(ctx context.Context, id string) error
+	// SetLatePoll sets when reconciliation next asks the provider about a
+	// payment cancelled or expired after a provider was asked to collect
+	// it (DueQuery.LatePoll); the zero time stops asking.
+	SetLatePoll(ctx context.Context, id string, at time.Time) error
 	// TransactionByIdempotencyKeyAndMerchantRef is TransactionByIdempotencyKey
 	// (skipped when key is "") and TransactionByMerchantRefForUpdate, each
 	// nil, not ErrNotFound, when there is none, in one round trip where the
@@ -311,6 +315,8 @@ type DueQuery struct {
 	Expired bool
 	// Reconcile: pending payments last polled (or created) before Before.
 	Reconcile bool
+	// LatePoll: payments whose late poll (Tx.SetLatePoll) is due at Now.
+	LatePoll bool
 	// Dispatch: payouts and refunds still initiated or pending whose last
 	// provider call (dispatched_at, or created_at) was before Before.
 	Dispatch bool
