@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -426,6 +427,38 @@ func TestFXRefundsWorthNothing(t *testing.T) {
 		}
 		if d, err = e.app.DecideDispute(context.Background(), d.ID, xaalis.DisputeLost, ""); err != nil || d.Status != xaalis.DisputeLost {
 			t.Fatalf("dispute decided: %+v %v", d, err)
+		}
+		e.ledgerOK(t)
+	})
+}
+
+// TestFXPaymentWorthNothing: with the floors at 0, a payment of 1 to 3
+// XOF to a merchant settled in EUR is worth 0.00 EUR, which the ledger
+// cannot post: it answered 500 api_error. It is a validation_error on
+// amount; 4 XOF (0.01 EUR) is a payment.
+func TestFXPaymentWorthNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+			cfg := *a.Config
+			cfg.MerchantLimits.MinAmount = 0
+			cfg.Providers = maps.Clone(cfg.Providers)
+			spec := cfg.Providers["channel_a"]
+			spec.MinAmount = 0
+			cfg.Providers["channel_a"] = spec
+			a.Config = &cfg
+		})
+		_, keys, err := e.app.CreateMerchant(context.Background(), xaalis.MerchantCreate{Name: "Boutique Paris", SettlementCurrency: xaalis.EUR})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "eur-3",
+			body: payBody("eur-3", `"amount":3,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)}).
+			want(t, 422, xaalis.EValidation)
+		if len(r.err.Errors["amount"]) == 0 {
+			t.Fatalf("the error names no amount: %s", r.body)
+		}
+		if _, p := e.pay(t, keys.SecretTest, "eur-4", `"amount":4,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`); p.Status != "success" || p.SettlementAmount != "0.01" {
+			t.Fatalf("payment of 4 XOF: %+v", p)
 		}
 		e.ledgerOK(t)
 	})

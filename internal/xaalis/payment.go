@@ -471,6 +471,12 @@ func (a *App) price(t *Transaction, m *Merchant) error {
 				fmt.Sprintf("no exchange rate from %s to the settlement currency %s", t.Amount.Currency, m.SettlementCurrency)}}}
 		}
 		s := Convert(t.Amount, m.SettlementCurrency, rate)
+		if s.Minor <= 0 {
+			// A payment worth nothing to the merchant could post nothing
+			// (1 to 3 XOF is 0.00 EUR), where a floor of 0 lets it through.
+			return &Error{Code: EValidation, Fields: ValidationErrors{"amount": {
+				fmt.Sprintf("is worth %s %s in the settlement currency: too small", s.Decimal(), m.SettlementCurrency)}}}
+		}
 		t.SettlementAmount = &s
 		t.ExchangeRate = RateString(rate)
 	}
