@@ -99,7 +99,7 @@ func (e *env) payment(extra map[string]any) *xaalis.Transaction {
 	if err := json.Unmarshal(b, &in); err != nil {
 		e.t.Fatal(err)
 	}
-	tx, err := e.app.CreatePayment(context.Background(), e.principal, in)
+	tx, err := e.app.CreatePayment(context.Background(), e.principal, "", in)
 	if err != nil {
 		e.t.Fatalf("create payment: %v", err)
 	}

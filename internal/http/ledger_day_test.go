@@ -50,7 +50,7 @@ func TestLedgerDay(t *testing.T) {
 				op = "payment"
 				prov := []string{"channel_a", "channel_b", "channel_c"}[rng.IntN(3)]
 				var tx *xaalis.Transaction
-				tx, err = e.app.CreatePayment(ctx, m.p, xaalis.PaymentInput{
+				tx, err = e.app.CreatePayment(ctx, m.p, "", xaalis.PaymentInput{
 					MerchantRef: text(fmt.Sprint("day-", step)), Amount: amount(500 + rng.IntN(20000)), Provider: text(prov),
 					PayerPhone: text(phones[rng.IntN(len(phones))]), SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko"),
 					ExpiresIn: func() *int64 { v := int64(600); return &v }(),

@@ -16,7 +16,7 @@ func (s *Server) handlePaymentCreate(w http.ResponseWriter, r *http.Request) {
 		Error(w, r, err)
 		return
 	}
-	t, err := s.App.CreatePayment(s.committing(r, http.StatusCreated), principal(r), in)
+	t, err := s.App.CreatePayment(s.committing(r, http.StatusCreated), principal(r), r.Header.Get("Idempotency-Key"), in)
 	if err != nil {
 		Error(w, r, err)
 		return

@@ -849,6 +849,79 @@ func TestLateCollectionPolled(t *testing.T) {
 	})
 }
 
+// TestPaymentRetriedAfterItMoved: a live payment whose provider took the
+// collection but whose answer was lost is answered 503 (the key released);
+// the provider's notification then settles it. The same request retried
+// with its Idempotency-Key was refused 422 (its merchant_ref taken, by
+// itself): it is answered the payment as it now is. Another key, or
+// another body under the key, still finds the merchant_ref taken.
+func TestPaymentRetriedAfterItMoved(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+			t.Fatal(err)
+		}
+		body := payBody("moved-1", `"amount":5000,"provider":"channel_c","payer":{"phone":"+221771234567"}`)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-1", body: body}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		var before txRecord
+		e.do(call{method: "GET", path: "/v1/payments/moved-1", key: keys.SecretLive}).want(t, 200, "").data(t, &before)
+		cols := map[string]string{}
+		for _, c := range emu.Collections() {
+			cols[c.Reference] = c.ID
+		}
+		if d, err := emu.PayerAct(cols[before.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("the notification: %+v %v", d, err)
+		}
+		if st := e.status(t, keys.SecretLive, before.ID); st != "success" {
+			t.Fatalf("after the notification: %s", st)
+		}
+		var again txRecord
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-1", body: body}).
+			want(t, 201, "").data(t, &again)
+		if again.ID != before.ID || again.Status != "success" {
+			t.Fatalf("the retry: %+v, want %s in success", again, before.ID)
+		}
+		// Its answer is the key's from now on.
+		var replay txRecord
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-1", body: body}).
+			want(t, 201, "").data(t, &replay)
+		if replay.ID != before.ID {
+			t.Fatalf("the replay: %+v", replay)
+		}
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-2", body: body, invalid: true}).
+			want(t, 422, xaalis.EValidation)
+		// The key released again (a 5xx) with another amount: another
+		// payment, whose merchant_ref is taken.
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+			t.Fatal(err)
+		}
+		body2 := payBody("moved-2", `"amount":5000,"provider":"channel_c","payer":{"phone":"+221771234568"}`)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-3", body: body2}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range emu.Collections() {
+			cols[c.Reference] = c.ID
+		}
+		var second txRecord
+		e.do(call{method: "GET", path: "/v1/payments/moved-2", key: keys.SecretLive}).want(t, 200, "").data(t, &second)
+		if d, err := emu.PayerAct(cols[second.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("the second notification: %+v %v", d, err)
+		}
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-3", invalid: true,
+			body: strings.Replace(body2, `"amount":5000`, `"amount":6000`, 1)}).want(t, 422, xaalis.EValidation)
+		if got := e.balance(t, keys.SecretLive).Available; got != 2*4940 {
+			t.Fatalf("available %v", got)
+		}
+		e.ledgerOK(t)
+	})
+}
+
 // TestLateCollection: a payer who pays at the provider after the payment
 // was cancelled on the hosted page (which reaches no provider) or expired
 // was charged, and the payment stayed cancelled or expired without a word.

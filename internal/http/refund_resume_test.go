@@ -16,7 +16,7 @@ import (
 // number settles it at once).
 func paidPayment(t *testing.T, e *env, p *xaalis.Principal, ref string) *xaalis.Transaction {
 	t.Helper()
-	pay, err := e.app.CreatePayment(context.Background(), p, xaalis.PaymentInput{MerchantRef: text(ref), Amount: amount(5000),
+	pay, err := e.app.CreatePayment(context.Background(), p, "", xaalis.PaymentInput{MerchantRef: text(ref), Amount: amount(5000),
 		Provider: text("channel_a"), PayerPhone: text(provider.TestPhoneSuccess),
 		SuccessURL: text("https://s.example/ok"), FailedURL: text("https://s.example/ko")})
 	if err != nil || pay.Status != xaalis.StatusSuccess {

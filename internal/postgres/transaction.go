@@ -17,7 +17,7 @@ const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status,
 	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
 	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
 	settlement_currency, expires_at, reconciled_at, created_at, updated_at, parent_id, fee, fee_currency,
-	idempotency_key, description, dispatched_at, key_type`
+	idempotency_key, description, dispatched_at, key_type, creation_key`
 
 // txColumnList is txColumns, one name an item.
 var txColumnList = func() []string {
@@ -34,13 +34,14 @@ const merchantRefIndex = "transactions_merchant_ref"
 
 func scanTx(op string, row interface{ Scan(...any) error }) (*xaalis.Transaction, error) {
 	var t xaalis.Transaction
-	var mref, customer, settleCur, parent, idemKey *string
+	var mref, customer, settleCur, parent, idemKey, creationKey *string
 	var settle *int64
 	err := row.Scan(&t.ID, &t.MerchantID, &t.Mode, &t.Type, &t.Reference, &mref, &t.Status, &t.Amount.Minor,
 		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
 		&t.NextAction, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL,
 		&t.Metadata, &t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &t.ExpiresAt, &t.ReconciledAt,
-		&t.CreatedAt, &t.UpdatedAt, &parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &t.DispatchedAt, &t.KeyType)
+		&t.CreatedAt, &t.UpdatedAt, &parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &t.DispatchedAt, &t.KeyType,
+		&creationKey)
 	if err != nil {
 		return nil, notFound(op, err)
 	}
@@ -55,6 +56,9 @@ func scanTx(op string, row interface{ Scan(...any) error }) (*xaalis.Transaction
 	}
 	if idemKey != nil {
 		t.IdempotencyKey = *idemKey
+	}
+	if creationKey != nil {
+		t.CreationKey = *creationKey
 	}
 	if settle != nil {
 		t.SettlementAmount = &xaalis.Amount{Minor: *settle}
@@ -89,7 +93,7 @@ func txArgs(t *xaalis.Transaction) []any {
 		t.ProviderRef, t.NextAction, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
 		t.CallbackURL, metadata(t.Metadata), t.FailureReason, t.ExchangeRate, settle, settleCur, t.ExpiresAt,
 		t.ReconciledAt, t.CreatedAt, t.UpdatedAt, nullString(t.ParentID), t.Fee.Minor, t.Fee.Currency,
-		nullString(t.IdempotencyKey), t.Description, t.DispatchedAt, keyTypeOf(t)}
+		nullString(t.IdempotencyKey), t.Description, t.DispatchedAt, keyTypeOf(t), nullString(t.CreationKey)}
 }
 
 func queryTxs(ctx context.Context, q querier, op, query string, args ...any) ([]*xaalis.Transaction, error) {
@@ -537,7 +541,7 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 	vals := make([]any, 0, len(txColumnList)+1)
 	for i, c := range txColumnList {
 		switch c {
-		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type":
+		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type", "creation_key":
 			continue
 		}
 		vals = append(vals, args[i])

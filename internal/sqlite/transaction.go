@@ -18,7 +18,7 @@ const txColumns = `id, merchant_id, mode, type, reference, merchant_ref, status,
 	country, provider, route, route_reason, provider_ref, next_action, payer_phone, payer_name, customer_id,
 	success_url, failed_url, callback_url, metadata, failure_reason, exchange_rate, settlement_amount,
 	settlement_currency, expires_at, reconciled_at, created_at, updated_at, parent_id, fee, fee_currency,
-	idempotency_key, description, dispatched_at, key_type`
+	idempotency_key, description, dispatched_at, key_type, creation_key`
 
 // txColumnList is txColumns, one name an item.
 var txColumnList = func() []string {
@@ -31,7 +31,7 @@ var txColumnList = func() []string {
 
 func scanTx(sc func(...any) error) (*xaalis.Transaction, error) {
 	var t xaalis.Transaction
-	var mref, next, customer, settleCur, parent, idemKey sql.NullString
+	var mref, next, customer, settleCur, parent, idemKey, creationKey sql.NullString
 	var settle, reconciled, dispatched sql.NullInt64
 	var md string
 	var expires, created, updated int64
@@ -39,12 +39,13 @@ func scanTx(sc func(...any) error) (*xaalis.Transaction, error) {
 		&t.Amount.Currency, &t.LimitAmount, &t.Country, &t.Provider, &t.Route, &t.RouteReason, &t.ProviderRef,
 		&next, &t.PayerPhone, &t.PayerName, &customer, &t.SuccessURL, &t.FailedURL, &t.CallbackURL, &md,
 		&t.FailureReason, &t.ExchangeRate, &settle, &settleCur, &expires, &reconciled, &created, &updated,
-		&parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &dispatched, &t.KeyType)
+		&parent, &t.Fee.Minor, &t.Fee.Currency, &idemKey, &t.Description, &dispatched, &t.KeyType, &creationKey)
 	if err != nil {
 		return nil, notFound(err)
 	}
 	t.MerchantRef, t.CustomerID = mref.String, customer.String
 	t.ParentID, t.IdempotencyKey, t.DispatchedAt = parent.String, idemKey.String, fromNullMicros(dispatched)
+	t.CreationKey = creationKey.String
 	if next.Valid {
 		t.NextAction = new(xaalis.NextAction)
 		if err := json.Unmarshal([]byte(next.String), t.NextAction); err != nil {
@@ -92,7 +93,8 @@ func txArgs(t *xaalis.Transaction) ([]any, error) {
 		t.ProviderRef, next, t.PayerPhone, t.PayerName, nullString(t.CustomerID), t.SuccessURL, t.FailedURL,
 		t.CallbackURL, md, t.FailureReason, t.ExchangeRate, settle, settleCur, micros(t.ExpiresAt),
 		nullMicros(t.ReconciledAt), micros(t.CreatedAt), micros(t.UpdatedAt), nullString(t.ParentID), t.Fee.Minor,
-		t.Fee.Currency, nullString(t.IdempotencyKey), t.Description, nullMicros(t.DispatchedAt), keyTypeOf(t)}, nil
+		t.Fee.Currency, nullString(t.IdempotencyKey), t.Description, nullMicros(t.DispatchedAt), keyTypeOf(t),
+		nullString(t.CreationKey)}, nil
 }
 
 func queryTxs(ctx context.Context, q querier, query string, args ...any) ([]*xaalis.Transaction, error) {
@@ -526,7 +528,7 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 	vals := make([]any, 0, len(txColumnList))
 	for i, c := range txColumnList {
 		switch c {
-		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type":
+		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type", "creation_key":
 			continue
 		}
 		sets = append(sets, c+" = ?")

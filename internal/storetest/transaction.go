@@ -36,11 +36,26 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 	x := NewPayment(m, xaalis.ModeTest, "order-1", t0)
 	x.SettlementAmount = &xaalis.Amount{Minor: 762, Currency: xaalis.EUR}
 	x.ExchangeRate = "0.001524"
+	x.CreationKey = "create-order-1"
 	insertTx(t, s, x)
 
 	got, err := s.Transaction(ctx, m.ID, x.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got.CreationKey != "create-order-1" {
+		t.Fatalf("creation key %q", got.CreationKey)
+	}
+	// It never changes: an update leaves it as created.
+	if err := s.Update(ctx, func(tx xaalis.Tx) error {
+		u := *got
+		u.CreationKey, u.Status = "", xaalis.StatusPending
+		return tx.UpdateTransaction(ctx, &u)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.Transaction(ctx, m.ID, x.ID); err != nil || got.CreationKey != "create-order-1" || got.Status != xaalis.StatusPending {
+		t.Fatalf("after an update: %+v %v", got, err)
 	}
 	if got.Reference != x.Reference || got.MerchantRef != "order-1" || got.Amount != x.Amount || got.LimitAmount != 500000 ||
 		got.Metadata["order_id"] != "order-1" || got.NextAction != nil || got.CustomerID != "" || !got.ExpiresAt.Equal(x.ExpiresAt) ||

@@ -279,13 +279,27 @@ func (a *App) draftPayment(ctx context.Context, p *Principal, in PaymentInput, p
 // amount_above_merchant_maximum, daily_limit_exceeded,
 // merchant_limit_exceeded, bceao_limit_exceeded, gateway_unavailable,
 // gateway_error.
-func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) (*Transaction, error) {
+func (a *App) CreatePayment(ctx context.Context, p *Principal, idemKey string, in PaymentInput) (*Transaction, error) {
 	d, err := a.draftPayment(ctx, p, in, false)
 	if err != nil {
 		return nil, err
 	}
 	m, t, provider, pub := p.Merchant, d.t, d.provider, d.pub
 	ref, now := t.MerchantRef, t.CreatedAt
+	// The intent is durable before any provider hears of it, except when
+	// the provider answers in this process (test mode's simulators): then
+	// the payment, its initiation and its answer are one transaction.
+	hookNow := provider == ""
+	inTx := !hookNow && a.Gateway != nil && a.Gateway.InProcess(t.Mode)
+	if !hookNow && !inTx && idemKey != "" {
+		// Only such a payment can outlive a 5xx answer to its creation:
+		// the request retried is answered it, before checks that the
+		// payment itself now weighs on (limits, a provider's health).
+		t.CreationKey = idemKey
+		if out, err := a.createdBefore(ctx, t, provider); out != nil || err != nil {
+			return out, err
+		}
+	}
 	// Its amount is reserved against the limits until it is in the volume
 	// counters, pending or settled, or will not be; not before it passed
 	// the checks it needs no counter for.
@@ -299,19 +313,15 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 	}
 	t.Provider = provider
 
-	// The intent is durable before any provider hears of it, except when
-	// the provider answers in this process (test mode's simulators): then
-	// the payment, its initiation and its answer are one transaction.
-	hookNow := provider == ""
-	inTx := !hookNow && a.Gateway != nil && a.Gateway.InProcess(t.Mode)
 	var out *Transaction
 	var gerr error
+	answered := false
 	// The command may run again (Rerunnable): each run starts from the
 	// draft, not from what the last run made of it.
 	draft := *t
 	err = a.update(Rerunnable(ctx), func(tx Tx) error {
 		d := draft
-		t, out, gerr = &d, nil, nil
+		t, out, gerr, answered = &d, nil, nil, false
 		if pub {
 			if err := a.countPublishableCreation(ctx, tx, p); err != nil {
 				return err
@@ -334,17 +344,18 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 			if c != nil {
 				t.CustomerID = c.ID
 			}
-		case resumable(existing, t) && !a.now().Before(existing.ExpiresAt):
-			// Past its expires_at it is sent to no provider: the expiry,
-			// which runs every few seconds, ends it.
-			return merchantRefUsed(existing, !p.Key.HasScope(ScopeReadTransactions))
-		case resumable(existing, t):
+		case resumable(existing, t) && a.now().Before(existing.ExpiresAt):
 			// A retry of a creation whose initiation never reached the
-			// provider: carry on with the same payment.
+			// provider: carry on with the same payment. Past its
+			// expires_at it is sent to no provider: the expiry, which runs
+			// every few seconds, ends it.
 			t = existing
 			if !inTx {
 				return nil
 			}
+		case createdBy(existing, t):
+			out, answered = a.decorate(existing), true
+			return RunCommitHook(ctx, tx, out)
 		default:
 			return merchantRefUsed(existing, !p.Key.HasScope(ScopeReadTransactions))
 		}
@@ -368,12 +379,41 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, in PaymentInput) 
 		return nil, err
 	case gerr != nil:
 		return nil, gerr
-	case inTx:
+	case inTx, answered:
 		return out, nil
 	case hookNow:
 		return a.decorate(t), nil
 	}
 	return a.initiate(ctx, t.ID)
+}
+
+// createdBefore finds the payment the request t created before under its
+// Idempotency-Key (createdBy), with a plain read, and answers it as it now
+// is, running the request's commit hook; nil when there is none, or when
+// it is resumable, which creation carries on.
+func (a *App) createdBefore(ctx context.Context, t *Transaction, provider string) (*Transaction, error) {
+	list, err := a.Store.LookupTransactions(ctx, t.MerchantID, t.MerchantRef)
+	if err != nil {
+		return nil, fmt.Errorf("lookup merchant_ref: %w", err)
+	}
+	asked := *t
+	asked.Provider = provider
+	for _, x := range list {
+		if !createdBy(x, &asked) || (resumable(x, &asked) && a.now().Before(x.ExpiresAt)) {
+			continue
+		}
+		var out *Transaction
+		err := a.update(ctx, func(tx Tx) error {
+			cur, err := tx.TransactionForUpdate(ctx, x.ID)
+			if err != nil {
+				return err
+			}
+			out = a.decorate(cur)
+			return RunCommitHook(ctx, tx, out)
+		})
+		return out, err
+	}
+	return nil, nil
 }
 
 // initiateIn initiates a payment with an in-process provider inside the
@@ -454,11 +494,26 @@ func merchantRefUsed(existing *Transaction, hide bool) *Error {
 // asked again with the same fields. A request that changes any of them is
 // another payment, whose merchant_ref is taken.
 func resumable(old, t *Transaction) bool {
-	return old.Type == TypePayment && old.Status == StatusInitiated && old.ProviderRef == "" &&
-		old.Provider != "" && old.Provider == t.Provider && old.Amount == t.Amount &&
+	return old.Status == StatusInitiated && old.ProviderRef == "" && samePayment(old, t)
+}
+
+// samePayment reports whether old, a payment with a provider, has every
+// field the request t asks for.
+func samePayment(old, t *Transaction) bool {
+	return old.Type == TypePayment && old.Provider != "" && old.Provider == t.Provider && old.Amount == t.Amount &&
 		old.PayerPhone == t.PayerPhone && old.PayerName == t.PayerName && old.Country == t.Country &&
 		old.SuccessURL == t.SuccessURL && old.FailedURL == t.FailedURL && old.CallbackURL == t.CallbackURL &&
 		maps.Equal(old.Metadata, t.Metadata)
+}
+
+// createdBy reports whether old is the payment the request t, under its
+// Idempotency-Key, created before: the request retried after a 5xx (its
+// key released) once the payment moved on, from a provider's
+// notification or reconciliation. It is answered the payment as it now
+// is, where its merchant_ref, taken by itself, was refused.
+func createdBy(old, t *Transaction) bool {
+	return t.CreationKey != "" && old.CreationKey == t.CreationKey && old.Mode == t.Mode &&
+		old.KeyType == t.KeyType && old.MerchantRef == t.MerchantRef && samePayment(old, t)
 }
 
 // price freezes the exchange rate when the currency is not the merchant's

@@ -251,7 +251,7 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 	principal := &Principal{Merchant: m, Key: &Key{Mode: s.Mode, Type: KeySecret, Scopes: AllScopes}}
 	// The period's payment is the subscription's own: no request's answer
 	// is stored with it.
-	pay, perr := a.CreatePayment(WithCommitHook(ctx, nil), principal, in)
+	pay, perr := a.CreatePayment(WithCommitHook(ctx, nil), principal, "", in)
 	return a.update(ctx, func(tx Tx) error {
 		if perr == nil {
 			// The payment may have settled already, at its creation (a

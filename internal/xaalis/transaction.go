@@ -113,6 +113,11 @@ type Transaction struct {
 	Fee Amount
 	// IdempotencyKey is the key a payout or refund was created under.
 	IdempotencyKey string
+	// CreationKey is the Idempotency-Key of the request that created a
+	// payment whose provider is asked after the creating transaction
+	// commits (live mode), "" otherwise: that request, retried after a
+	// 5xx, is answered the payment whatever it became meanwhile.
+	CreationKey string
 	// Description is a payout's or refund's free text (the refund reason).
 	Description string
 	// DispatchedAt is when the provider was last called about a payout or
