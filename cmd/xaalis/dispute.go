@@ -30,6 +30,10 @@ func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) stri
 		// amount one can ask for.
 		return usagef("dispute open: --amount must be positive")
 	}
+	if *amount > xaalis.MaxWholeUnits {
+		// Its minor units would overflow into another, smaller amount.
+		return usagef("dispute open: --amount is too large")
+	}
 	business, err := xaalis.LoadConfig(*configPath)
 	if err != nil {
 		return err

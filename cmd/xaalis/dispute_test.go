@@ -45,7 +45,8 @@ func TestDisputeCLI(t *testing.T) {
 	wantErr(t, false, stdout, err) // closed
 	stdout, _, err = cli(t, noEnv, "dispute", "open", "--database-url", db)
 	wantErr(t, true, stdout, err)
-	for _, amount := range []string{"0", "-5"} {
+	// 184467440737095517 × 100 overflows into 84 (0.84 XOF).
+	for _, amount := range []string{"0", "-5", "184467440737095517"} {
 		stdout, _, err = cli(t, noEnv, "dispute", "open", "--transaction", p.Data.ID, "--amount", amount, "--database-url", db)
 		wantErr(t, true, stdout, err)
 	}

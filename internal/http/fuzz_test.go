@@ -58,10 +58,11 @@ func TestRedactQuery(t *testing.T) {
 		"":                                   "",
 		"page=1":                             "page=1",
 		"payer_phone=%2B221770001122&page=2": "payer_phone=[REDACTED]&page=2",
-		"phone=770001122&api_key=sk_live_abc&x=y": "phone=[REDACTED]&api_key=[REDACTED]&x=y",
-		"Payer_Phone=1&msisdn=2":                  "Payer_Phone=[REDACTED]&msisdn=[REDACTED]",
-		"payer%5Fphone=1":                         "payer%5Fphone=[REDACTED]",
-		"q=%2B221771234567&page=2":                "q=[REDACTED]&page=2",
+		"phone=770001122&api_key=sk_live_abc&x=y":    "phone=[REDACTED]&api_key=[REDACTED]&x=y",
+		"Payer_Phone=1&msisdn=2":                     "Payer_Phone=[REDACTED]&msisdn=[REDACTED]",
+		"payer%5Fphone=1":                            "payer%5Fphone=[REDACTED]",
+		"q=%2B221771234567&page=2":                   "q=[REDACTED]&page=2",
+		"payment=%2B221770000001&e=validation_error": "payment=[REDACTED]&e=validation_error",
 	} {
 		if got := RedactQuery(in); got != want {
 			t.Errorf("RedactQuery(%q) = %q, want %q", in, got, want)

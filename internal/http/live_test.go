@@ -701,3 +701,52 @@ func TestLiveResumeAfterExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestDisputeAfterRefunds: a provider's dispute of a partly refunded
+// payment reported at the gross amount was refused (422), and the
+// chargeback, notified once, never reached the ledger: it is held for
+// what is left. A dispute of a payment whose refunds in flight cover it
+// whole answered 500 (a dispute of 0): it is a validation_error.
+func TestDisputeAfterRefunds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		_, p := e.pay(t, keys.SecretLive, "dr-1", `"provider":"channel_a","amount":10000,"payer":{"phone":"+221771234573"}`)
+		ref := providerRef(t, e, p.ID)
+		if d, err := emu.PayerAct(ref, xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("payer: %+v %v", d, err)
+		}
+		var rf txRecord
+		e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "dr-r1",
+			body: `{"transaction_id":"` + p.ID + `","amount":3000}`}).want(t, 201, "").data(t, &rf)
+		d, err := emu.OpenDispute(ref, 0, "payer says not received")
+		if err != nil || !d.Sent || d.Status != 200 {
+			t.Fatalf("the provider's dispute of the gross amount: %+v %v", d, err)
+		}
+		var list []disputeRecord
+		e.do(call{method: "GET", path: "/v1/disputes?status=needs_response", key: keys.SecretLive}).want(t, 200, "").data(t, &list)
+		if len(list) != 1 || list[0].TransactionID != p.ID || list[0].Amount != "7000.00" {
+			t.Fatalf("disputes: %+v", list)
+		}
+		e.ledgerOK(t)
+
+		// A refund in flight (its provider does not answer) of the whole.
+		_, q := e.pay(t, keys.SecretLive, "dr-2", `"provider":"channel_a","amount":5000,"payer":{"phone":"+221771234574"}`)
+		if d, err := emu.PayerAct(providerRef(t, e, q.ID), xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("payer: %+v %v", d, err)
+		}
+		for _, r := range []string{"direct", "aggregator"} {
+			if err := emu.SetRoute("channel_a", r, provider.RouteSwitches{Timeout: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "dr-r2",
+			body: `{"transaction_id":"` + q.ID + `","amount":5000}`})
+		if st := e.status(t, keys.SecretLive, q.ID); st != "success" {
+			t.Fatalf("the payment, its refund in flight: %s", st)
+		}
+		if _, err := e.app.OpenDispute(context.Background(), xaalis.DisputeOpen{TransactionID: q.ID}); xaalis.ErrorCode(err) != xaalis.EValidation {
+			t.Fatalf("a dispute of nothing left: %v", err)
+		}
+		e.ledgerOK(t)
+	})
+}

@@ -464,6 +464,35 @@ func TestFXPaymentWorthNothing(t *testing.T) {
 	})
 }
 
+// TestFXDisputeAfterRefund: a dispute after a refund of a payment settled
+// in another currency is worth, with the refunds, what the payment
+// credited: rounded on its own, a 2 EUR payment (1,311.91 XOF) refunded
+// 1 EUR (655.96) then disputed held 655.96 more, 0.01 past it.
+func TestFXDisputeAfterRefund(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "fxd-1", `"amount":2,"currency":"EUR","provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		if p.Status != "success" || p.SettlementAmount != "1311.91" {
+			t.Fatalf("payment: %+v", p)
+		}
+		var rf txRecord
+		e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: "fxd-r",
+			body: `{"transaction_id":"` + p.ID + `","amount":1}`}).want(t, 201, "").data(t, &rf)
+		if rf.SettlementAmount != "655.96" {
+			t.Fatalf("refund: %+v", rf)
+		}
+		d, err := e.app.OpenDispute(context.Background(), xaalis.DisputeOpen{TransactionID: p.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.LedgerAmount.Minor != 65595 {
+			t.Fatalf("the dispute holds %v, want 655.95", d.LedgerAmount)
+		}
+		e.ledgerOK(t)
+	})
+}
+
 func TestRefunds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))

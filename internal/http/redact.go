@@ -6,8 +6,10 @@ import (
 )
 
 // redactedParams never reach a log line in clear. q is the operator
-// console's search, which may be a payer's phone number.
-var redactedParams = map[string]bool{"payer_phone": true, "phone": true, "api_key": true, "msisdn": true, "q": true}
+// console's search, and payment the payment its dispute form names, which
+// may each be a payer's phone number typed in.
+var redactedParams = map[string]bool{"payer_phone": true, "phone": true, "api_key": true, "msisdn": true, "q": true,
+	"payment": true}
 
 // RedactQuery returns a raw query string with the values of sensitive
 // parameters replaced by [REDACTED]. Parameter order is kept.

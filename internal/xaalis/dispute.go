@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/url"
 	"strings"
 	"time"
@@ -134,19 +133,30 @@ func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute,
 		return nil, err
 	}
 	left := pay.Amount.Minor - refunded
+	if left <= 0 {
+		// Its refunds, those still in flight included, give back all of it.
+		return nil, bad("has nothing left to dispute: its refunds, those still in flight included, cover the whole amount")
+	}
 	amount := Amount{Minor: left, Currency: pay.Amount.Currency}
-	if in.Amount != 0 {
+	switch {
+	case in.Amount > left && in.ProviderEventID != "":
+		// A provider that reports the payment's gross amount after a
+		// partial refund: the payer can claim back only what was not
+		// refunded, which is held. Refused, the chargeback would never
+		// reach the ledger (a provider notifies once).
+	case in.Amount != 0:
 		if in.Amount < 0 || in.Amount > left {
 			return nil, &Error{Code: EValidation, Fields: ValidationErrors{"amount": {
 				fmt.Sprintf("must be positive and at most the %s not refunded", Amount{Minor: left, Currency: pay.Amount.Currency}.Decimal())}}}
 		}
 		amount.Minor = in.Amount
 	}
-	led := pay.LedgerAmount()
+	led := amount
 	if pay.SettlementAmount != nil {
-		led = Convert(amount, pay.SettlementAmount.Currency, new(big.Rat).SetFrac64(pay.SettlementAmount.Minor, pay.Amount.Minor))
-	} else {
-		led = amount
+		// After the refunds, as a refund after others is counted: the
+		// refunds and the dispute are worth together at most what the
+		// payment credited.
+		led = pay.settledPart(refunded, amount.Minor)
 	}
 	now := a.now()
 	d := &Dispute{ID: a.NewID(), MerchantID: pay.MerchantID, Mode: pay.Mode, Reference: "DSP-" + RandomString(16, disputeReferenceAlphabet),

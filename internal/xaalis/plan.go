@@ -124,6 +124,10 @@ type Number struct{ lit string }
 // UnmarshalJSON keeps the literal.
 func (n *Number) UnmarshalJSON(b []byte) error { n.lit = string(b); return nil }
 
+// MaxWholeUnits is the largest amount a request may name, in whole units:
+// far above any ceiling, far below an overflow of its minor units.
+const MaxWholeUnits = 1_000_000_000_000
+
 // WholeUnits parses a request amount: a JSON integer count of whole units.
 // It returns amount_must_be_positive for zero or less and adds a
 // validation message for anything that is not an integer.
@@ -152,8 +156,7 @@ func WholeUnits(v ValidationErrors, field string, n *Number, c Currency) (Amount
 	if i <= 0 {
 		return Amount{}, E(EAmountMustBePositive)
 	}
-	const maxUnits = 1_000_000_000_000 // far above any ceiling, far below overflow
-	if i > maxUnits {
+	if i > MaxWholeUnits {
 		v.Add(field, "is too large")
 		return Amount{}, nil
 	}

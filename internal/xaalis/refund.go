@@ -174,18 +174,7 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 				"already_refunded", units(Amount{Minor: done, Currency: c}))
 		}
 		if cur.SettlementAmount != nil {
-			// The rate frozen at the payment gives the refund's worth in the
-			// ledger's currency: what the refunds so far and this one are
-			// worth together, less what those before it are worth, so that
-			// the refunds of a payment add up to its settlement amount
-			// exactly. Each rounded on its own, they drifted (ten refunds
-			// of 1 EUR of a 10 EUR payment debited 0.03 XOF more than it
-			// had credited).
-			rate := new(big.Rat).SetFrac64(cur.SettlementAmount.Minor, cur.Amount.Minor)
-			worth := func(minor int64) int64 {
-				return Convert(Amount{Minor: minor, Currency: cur.Amount.Currency}, cur.SettlementAmount.Currency, rate).Minor
-			}
-			s := Amount{Minor: worth(done+amount.Minor) - worth(done), Currency: cur.SettlementAmount.Currency}
+			s := cur.settledPart(done, amount.Minor)
 			r.SettlementAmount, r.ExchangeRate = &s, cur.ExchangeRate
 		}
 		r.DispatchedAt = &now
@@ -485,4 +474,19 @@ func refundMetadata(pay *Transaction) map[string]string {
 		md = map[string]string{}
 	}
 	return md
+}
+
+// settledPart is the worth in the payment's settlement currency of amount
+// (minor units of the payment's currency) given back after done was: what
+// done and amount are worth together, less what done is worth, at the
+// rate frozen at the payment, so that the parts of a payment given back
+// (its refunds, a dispute) add up to its settlement amount exactly. Each
+// rounded on its own, they drifted (ten refunds of 1 EUR of a 10 EUR
+// payment debited 0.03 XOF more than it had credited).
+func (t *Transaction) settledPart(done, amount int64) Amount {
+	rate := new(big.Rat).SetFrac64(t.SettlementAmount.Minor, t.Amount.Minor)
+	worth := func(minor int64) int64 {
+		return Convert(Amount{Minor: minor, Currency: t.Amount.Currency}, t.SettlementAmount.Currency, rate).Minor
+	}
+	return Amount{Minor: worth(done+amount) - worth(done), Currency: t.SettlementAmount.Currency}
 }
