@@ -558,6 +558,39 @@ type subRecord struct {
 	CurrentPeriodEnd   time.Time `json:"current_period_end"`
 }
 
+// TestSubscriptionIDMetadataOfYourOwn: metadata.subscription_id is the
+// merchant's to use. A payment naming no subscription there could never
+// settle (404 at creation, at the payer's code, at the provider's
+// notification), and once due it held the expiry of every other payment
+// behind it. It is a payment like any other.
+func TestSubscriptionIDMetadataOfYourOwn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "own-sub-1", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"},"metadata":{"subscription_id":"my-own-sub-42"}`)
+		if p.Status != "success" {
+			t.Fatalf("payment %+v", p)
+		}
+		var open, other txRecord
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "own-sub-2",
+			body: payBody("own-sub-2", `"provider":"channel_b","payer":{"phone":"+221771234567"},"expires_in":60,"metadata":{"subscription_id":"my-own-sub-43"}`)}).
+			want(t, 201, "").data(t, &open)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "own-sub-3",
+			body: payBody("own-sub-3", `"provider":"channel_b","payer":{"phone":"+221771234568"},"expires_in":61`)}).
+			want(t, 201, "").data(t, &other)
+		e.clock.Advance(2 * time.Minute)
+		if n, err := e.app.ExpireDue(context.Background(), 100); err != nil || n != 2 {
+			t.Fatalf("expired %d: %v", n, err)
+		}
+		for _, id := range []string{open.ID, other.ID} {
+			if st := e.status(t, keys.SecretTest, id); st != "expired" {
+				t.Fatalf("%s: %s", id, st)
+			}
+		}
+		e.ledgerOK(t)
+	})
+}
+
 func TestSubscriptions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))

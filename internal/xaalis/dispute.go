@@ -378,6 +378,7 @@ func (a *App) ExpireDisputes(ctx context.Context, limit int) (int, error) {
 		return 0, fmt.Errorf("due disputes: %w", err)
 	}
 	n := 0
+	var errs []error
 	for _, d := range due {
 		err := a.update(ctx, func(tx Tx) error {
 			cur, err := tx.DisputeForUpdate(ctx, d.ID)
@@ -391,10 +392,13 @@ func (a *App) ExpireDisputes(ctx context.Context, limit int) (int, error) {
 			return err
 		})
 		if err != nil {
-			return n, fmt.Errorf("expire dispute %s: %w", d.ID, err)
+			// One dispute that cannot move does not hold the others.
+			if errs = append(errs, fmt.Errorf("expire dispute %s: %w", d.ID, err)); ctx.Err() != nil {
+				break
+			}
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // Dispute returns one of the merchant's disputes by id or reference;

@@ -1406,6 +1406,7 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 		return 0, fmt.Errorf("due expiries: %w", err)
 	}
 	n := 0
+	var errs []error
 	for _, d := range due {
 		// A payment left initiated by a provider whose answer never came
 		// back may have been paid, its notification lost too: the provider
@@ -1454,13 +1455,17 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 			return a.transition(ctx, tx, t, StatusExpired, EventPaymentExpired, ReasonNotPaidBeforeExpiry)
 		})
 		if err != nil {
-			return n, fmt.Errorf("expire %s: %w", d.ID, err)
+			// One payment that cannot move does not hold the others.
+			if errs = append(errs, fmt.Errorf("expire %s: %w", d.ID, err)); ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		if expired {
 			n++
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // ReconcileDue polls the provider about payments pending longer than the
@@ -1477,6 +1482,7 @@ func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
 	if err := a.Store.Durable(ctx); err != nil {
 		return 0, err
 	}
+	var errs []error
 	changed := 0
 	for _, t := range due {
 		st, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef)
@@ -1486,7 +1492,11 @@ func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
 		}
 		after, err := a.finish(ctx, t.ID, &st)
 		if err != nil {
-			return changed, fmt.Errorf("reconcile %s: %w", t.ID, err)
+			// One payment that cannot move does not hold the others.
+			if errs = append(errs, fmt.Errorf("reconcile %s: %w", t.ID, err)); ctx.Err() != nil {
+				return changed, errors.Join(errs...)
+			}
+			continue
 		}
 		if after.Status != t.Status {
 			changed++
@@ -1494,18 +1504,21 @@ func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
 	}
 	late, err := a.Store.DueTransactions(ctx, DueQuery{Now: now, Limit: limit, LatePoll: true})
 	if err != nil {
-		return changed, fmt.Errorf("due late polls: %w", err)
+		return changed, errors.Join(append(errs, fmt.Errorf("due late polls: %w", err))...)
 	}
 	for _, t := range late {
 		moved, err := a.pollLate(ctx, t)
 		if err != nil {
-			return changed, fmt.Errorf("late poll %s: %w", t.ID, err)
+			if errs = append(errs, fmt.Errorf("late poll %s: %w", t.ID, err)); ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		if moved {
 			changed++
 		}
 	}
-	return changed, nil
+	return changed, errors.Join(errs...)
 }
 
 // pollLate asks the provider about a payment cancelled or expired after it

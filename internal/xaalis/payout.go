@@ -2,6 +2,7 @@ package xaalis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -405,6 +406,7 @@ func (a *App) DispatchDue(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("due dispatches: %w", err)
 	}
+	var errs []error
 	for _, t := range due {
 		var derr error
 		switch t.Type {
@@ -413,9 +415,13 @@ func (a *App) DispatchDue(ctx context.Context, limit int) (int, error) {
 		case TypeRefund:
 			_, derr = a.dispatchRefund(ctx, t.ID)
 		}
-		if derr != nil && ctx.Err() == nil {
-			return 0, fmt.Errorf("dispatch %s: %w", t.ID, derr)
+		if ctx.Err() != nil {
+			break
+		}
+		if derr != nil {
+			// One that cannot move does not hold the others.
+			errs = append(errs, fmt.Errorf("dispatch %s: %w", t.ID, derr))
 		}
 	}
-	return len(due), nil
+	return len(due), errors.Join(errs...)
 }

@@ -304,7 +304,14 @@ func (a *App) onSubscriptionPayment(ctx context.Context, tx Tx, t *Transaction, 
 		return nil
 	}
 	s, err := tx.SubscriptionForUpdate(ctx, id)
-	if err != nil || s.Status != SubscriptionActive || s.LatestPaymentID != t.ID {
+	if errors.Is(err, ErrNotFound) {
+		// subscription_id is the merchant's own metadata key too: a
+		// payment naming no subscription is no period's payment. Refused,
+		// the payment could never settle, and it held the expiry and
+		// reconciliation of every other payment behind it.
+		return nil
+	}
+	if err != nil || s.Status != SubscriptionActive || s.LatestPaymentID != t.ID || s.MerchantID != t.MerchantID {
 		return err
 	}
 	return a.subscriptionOutcome(ctx, tx, s, t, to)
@@ -363,6 +370,7 @@ func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("due subscriptions: %w", err)
 	}
+	var errs []error
 	n := 0
 	for _, d := range due {
 		ask := false
@@ -397,17 +405,19 @@ func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
 			ask = true
 			return tx.UpdateSubscription(ctx, s)
 		})
-		if err != nil {
-			return n, err
+		if err == nil && ask {
+			err = a.requestPeriodPayment(ctx, d.MerchantID, d.ID)
 		}
-		if ask {
-			if err := a.requestPeriodPayment(ctx, d.MerchantID, d.ID); err != nil {
-				return n, err
+		if err != nil {
+			// One subscription that cannot move does not hold the others.
+			if errs = append(errs, fmt.Errorf("renew subscription %s: %w", d.ID, err)); ctx.Err() != nil {
+				break
 			}
+			continue
 		}
 		n++
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // CancelSubscription ends a subscription at once, or at the end of the
