@@ -68,9 +68,13 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if len(e.Allow) > 0 {
 		h.Set("Allow", strings.Join(e.Allow, ", "))
 	}
-	if entry.Status == http.StatusUnauthorized && e.Code != xaalis.EInvalidSignature {
-		// RFC 9110 11.6.1: a 401 names the scheme that authenticates (a
-		// provider's notification is not authenticated by a Bearer key).
+	switch {
+	case e.Code == xaalis.EInvalidSignature:
+		// A provider's notification is authenticated by its signature
+		// header, not by a Bearer key: the challenge names that scheme.
+		h.Set("WWW-Authenticate", ProviderSignatureChallenge)
+	case entry.Status == http.StatusUnauthorized:
+		// RFC 9110 11.6.1: a 401 names the scheme that authenticates.
 		h.Set("WWW-Authenticate", `Bearer realm="xaalis"`)
 	}
 	var fields map[string][]string
@@ -110,3 +114,8 @@ func tooManyRequests(d time.Duration, msg string) *xaalis.Error {
 	}
 	return &xaalis.Error{Code: xaalis.ETooManyRequests, Message: msg, RetryAfter: d}
 }
+
+// ProviderSignatureChallenge is the WWW-Authenticate of a provider
+// notification's 401 (RFC 9110 11.6.1 asks every 401 for one): the
+// scheme is the X-Provider-Signature header's HMAC-SHA256.
+const ProviderSignatureChallenge = `X-Provider-Signature realm="xaalis-provider-notifications", algorithm="hmac-sha256"`

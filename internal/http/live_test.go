@@ -174,7 +174,12 @@ func TestLivePayments(t *testing.T) {
 				Collection: provider.EventCollection{ID: "nope", Status: "success"}}
 			e.postNotification(t, "channel_b", "wrong-secret", ev, time.Now()).want(t, 401, xaalis.EInvalidSignature)
 			e.postNotification(t, "channel_b", secretB, ev, time.Now().Add(-10*time.Minute)).want(t, 401, xaalis.EInvalidSignature)
-			e.do(call{method: "POST", path: "/v1/providers/channel_b/notifications", body: `{"event_id":"x"}`}).want(t, 401, xaalis.EInvalidSignature)
+			r := e.do(call{method: "POST", path: "/v1/providers/channel_b/notifications", body: `{"event_id":"x"}`}).want(t, 401, xaalis.EInvalidSignature)
+			// RFC 9110 11.6.1: every 401 names its scheme, here the
+			// signature's, not a Bearer key's.
+			if got := r.header.Get("WWW-Authenticate"); got != xhttp.ProviderSignatureChallenge {
+				t.Fatalf("WWW-Authenticate %q", got)
+			}
 		})
 		t.Run("ErrProviderUnavailableWebhook", func(t *testing.T) {
 			ev := provider.Event{EventID: "ev-z", Type: provider.EventCollectionUpdated, Country: "SN",
