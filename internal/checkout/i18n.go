@@ -144,7 +144,7 @@ var messages = map[lang]map[string]string{
 		"detail_disputed":             "Ce paiement fait l'objet d'une contestation.",
 		"reason_insufficient_funds":   "Solde insuffisant.",
 		"reason_payer_declined":       "Le paiement a été refusé sur le téléphone.",
-		"reason_payer_cancelled":      "Le paiement a été annulé sur le téléphone.",
+		"reason_payer_cancelled":      "Le paiement a été annulé.",
 		"reason_too_many_wrong_codes": "Trop de codes erronés.",
 		// Errors carried by ?e=.
 		"e_generic":                   "Un problème est survenu de notre côté. Réessayez dans un instant.",
@@ -237,7 +237,7 @@ var messages = map[lang]map[string]string{
 		"detail_disputed":             "This payment is disputed.",
 		"reason_insufficient_funds":   "Insufficient balance.",
 		"reason_payer_declined":       "The payment was declined on the phone.",
-		"reason_payer_cancelled":      "The payment was cancelled on the phone.",
+		"reason_payer_cancelled":      "The payment was cancelled.",
 		"reason_too_many_wrong_codes": "Too many wrong codes.",
 		"e_generic":                   "Something went wrong on our side. Please try again in a moment.",
 		"e_refused":                   "This payment cannot be processed. Contact the merchant.",

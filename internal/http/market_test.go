@@ -591,6 +591,45 @@ func TestSubscriptionIDMetadataOfYourOwn(t *testing.T) {
 	})
 }
 
+// TestSubscriptionDailyNeverPaid: a daily plan's retry (a day later, by
+// default) comes at or after its period's end, which started the next
+// period with its failed attempts at 0: a customer who never paid kept an
+// active subscription forever. The attempts count on until a payment
+// succeeds, and the third failure in a row expires it.
+func TestSubscriptionDailyNeverPaid(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		ctx := context.Background()
+		var plan struct{ ID string }
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "daily",
+			body: `{"name":"Daily","amount":500,"interval":"day"}`}).want(t, 201, "").data(t, &plan)
+		e.pay(t, keys.SecretTest, "cust-d", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneFailed+`"}`)
+		var customers []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		var s subRecord
+		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "sub-d",
+			body: `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `","provider":"channel_a"}`}).
+			want(t, 201, "").data(t, &s)
+		if s.FailedAttempts != 1 {
+			t.Fatalf("subscription %+v", s)
+		}
+		for day := 1; day <= 5 && s.Status == "active"; day++ {
+			e.clock.Advance(24*time.Hour + time.Minute)
+			if _, err := e.app.RenewDue(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &s)
+			if s.Status == "active" && s.FailedAttempts != day+1 {
+				t.Fatalf("day %d: %+v", day, s)
+			}
+		}
+		if s.Status != "expired" || s.FailedAttempts != 3 {
+			t.Fatalf("after three failed days: %+v", s)
+		}
+	})
+}
+
 func TestSubscriptions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
@@ -689,6 +728,17 @@ func TestSubscriptions(t *testing.T) {
 			if pay.Status != "pending" || pay.Amount != "5000.00" || pay.Metadata["subscription_id"] != s.ID {
 				t.Fatalf("period payment %+v", pay)
 			}
+			// No return URL of its own: the hosted page sends the payer to
+			// none (it sent to https://xaalis.invalid/..., which resolves
+			// nowhere).
+			var urls struct {
+				Success *string `json:"success_url"`
+				Failed  *string `json:"failed_url"`
+			}
+			e.do(call{method: "GET", path: "/v1/payments/" + s.LatestPaymentID, key: keys.SecretTest}).data(t, &urls)
+			if urls.Success != nil || urls.Failed != nil {
+				t.Fatalf("period payment's return URLs %+v", urls)
+			}
 			e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + pay.ID + "/simulate", key: keys.SecretTest, idem: "sub-sim-1",
 				body: `{"outcome":"success"}`}).want(t, 200, "")
 			// The next period asks for a new payment.
@@ -704,6 +754,19 @@ func TestSubscriptions(t *testing.T) {
 			e.do(call{method: "POST", path: "/v1/subscriptions/" + s.ID + "/cancel-at-period-end", key: keys.SecretTest, idem: "cape"}).want(t, 200, "").data(t, &s2)
 			if !s2.CancelAtPeriodEnd || s2.Status != "active" {
 				t.Fatalf("cancel at period end %+v", s2)
+			}
+			// Scheduled again a moment later: the subscription unchanged,
+			// its updated_at too (it answered a new one it never stored).
+			var first, again, stored struct {
+				UpdatedAt string `json:"updated_at"`
+			}
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &first)
+			e.clock.Advance(time.Second)
+			e.do(call{method: "POST", path: "/v1/subscriptions/" + s.ID + "/cancel-at-period-end", key: keys.SecretTest, idem: "cape-2"}).
+				want(t, 200, "").data(t, &again)
+			e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).data(t, &stored)
+			if again.UpdatedAt != first.UpdatedAt || stored.UpdatedAt != first.UpdatedAt {
+				t.Fatalf("scheduled twice: updated_at %s, then answered %s, stored %s", first.UpdatedAt, again.UpdatedAt, stored.UpdatedAt)
 			}
 			e.clock.Advance(32 * 24 * time.Hour)
 			e.app.RenewDue(ctx, 10)

@@ -37,6 +37,10 @@ type PaymentInput struct {
 	CallbackURL *string        `json:"callback_url"`
 	Metadata    map[string]any `json:"metadata"`
 	ExpiresIn   *int64         `json:"expires_in"`
+	// noReturn: a payment Xaalis asks for itself (a subscription's
+	// period), whose merchant gave no return URLs: the hosted page shows
+	// the outcome and sends the payer nowhere.
+	noReturn bool
 }
 
 type payerInput struct {
@@ -205,8 +209,8 @@ func (a *App) draftPayment(ctx context.Context, p *Principal, in PaymentInput, p
 		in.refusePublishable(v)
 	}
 	phone, name := in.payerFields(v, country)
-	success := validURL(v, "success_url", in.SuccessURL, !precheck)
-	failed := validURL(v, "failed_url", in.FailedURL, !precheck)
+	success := validURL(v, "success_url", in.SuccessURL, !precheck && !in.noReturn)
+	failed := validURL(v, "failed_url", in.FailedURL, !precheck && !in.noReturn)
 	if pub {
 		for _, u := range []struct{ field, url string }{{"success_url", success}, {"failed_url", failed}} {
 			if u.url != "" && !m.ReturnHostAllowed(u.url) {

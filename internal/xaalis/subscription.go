@@ -70,18 +70,57 @@ type SubscriptionInput struct {
 	Metadata   map[string]string `json:"metadata"`
 }
 
-// periodEnd adds a plan's period to t.
-func periodEnd(t time.Time, p *Plan) time.Time {
-	n := p.IntervalCount
+// periodEnd is the end of the k-th period (k ≥ 1) of plan p from anchor,
+// the subscription's start. Months and years keep the anchor's day,
+// clamped to a shorter month's last (a subscription from 31 October renews
+// on 30 November, then 31 December), where time.AddDate rolled over into
+// the next month (1 December) and the billing day moved for good.
+func periodEnd(anchor time.Time, k int, p *Plan) time.Time {
+	n := k * p.IntervalCount
 	switch p.Interval {
 	case IntervalDay:
-		return t.AddDate(0, 0, n)
+		return anchor.AddDate(0, 0, n)
 	case IntervalWeek:
-		return t.AddDate(0, 0, 7*n)
+		return anchor.AddDate(0, 0, 7*n)
 	case IntervalYear:
-		return t.AddDate(n, 0, 0)
+		return addMonths(anchor, 12*n)
 	}
-	return t.AddDate(0, n, 0)
+	return addMonths(anchor, n)
+}
+
+// addMonths adds m months to t, keeping its day of the month or, in a
+// shorter month, that month's last day.
+func addMonths(t time.Time, m int) time.Time {
+	y, mo, d := t.Date()
+	first := time.Date(y, mo+time.Month(m), 1, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), t.Location())
+	last := first.AddDate(0, 1, -1).Day()
+	return first.AddDate(0, 0, min(d, last)-1)
+}
+
+// nextPeriodEnd is the first end of a period of p from anchor after end:
+// where the period that ends at end is followed by the next.
+func nextPeriodEnd(anchor, end time.Time, p *Plan) time.Time {
+	// From an estimate that never passes it (periods counted at their
+	// longest), a few steps at most.
+	longest := 24 * time.Hour * time.Duration(p.IntervalCount)
+	switch p.Interval {
+	case IntervalWeek:
+		longest *= 7
+	case IntervalYear:
+		longest *= 366
+	case IntervalMonth:
+		longest *= 31
+	}
+	k := 1
+	if span := end.Sub(anchor); span > 0 && longest > 0 {
+		k = max(1, int(span/longest))
+	}
+	for {
+		if e := periodEnd(anchor, k, p); e.After(end) {
+			return e
+		}
+		k++
+	}
 }
 
 // termEnded reports whether the period that ends at s's current period
@@ -92,11 +131,7 @@ func termEnded(s *Subscription, p *Plan) bool {
 	if p.TermCount <= 0 {
 		return false
 	}
-	end := s.CreatedAt
-	for range p.TermCount {
-		end = periodEnd(end, p)
-	}
-	return !s.CurrentPeriodEnd.Before(end)
+	return !s.CurrentPeriodEnd.Before(periodEnd(s.CreatedAt, p.TermCount, p))
 }
 
 // CreateSubscription starts a subscription and asks for its first period's
@@ -163,7 +198,7 @@ func (a *App) CreateSubscription(ctx context.Context, p *Principal, in Subscript
 			return E(ELivemodeMismatch)
 		}
 		s = &Subscription{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), PlanID: plan.ID, CustomerID: c.ID,
-			Status: SubscriptionActive, Provider: provider, CurrentPeriodStart: now, CurrentPeriodEnd: periodEnd(now, plan),
+			Status: SubscriptionActive, Provider: provider, CurrentPeriodStart: now, CurrentPeriodEnd: periodEnd(now, 1, plan),
 			Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now}
 		s.NextActionAt = s.CurrentPeriodEnd
 		if err := tx.InsertSubscription(ctx, s); err != nil {
@@ -233,8 +268,7 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 	ref := fmt.Sprintf("sub-%s-%s-%d", s.ID, s.CurrentPeriodStart.Format("20060102"), s.FailedAttempts+1)
 	cur, phone := string(plan.Amount.Currency), c.Phone
 	in := PaymentInput{MerchantRef: &ref, Amount: &n, Currency: &cur, PayerPhone: &phone,
-		SuccessURL: strPtr("https://xaalis.invalid/subscription/ok"), FailedURL: strPtr("https://xaalis.invalid/subscription/failed"),
-		Metadata: map[string]any{"subscription_id": s.ID}}
+		Metadata: map[string]any{"subscription_id": s.ID}, noReturn: true}
 	if s.Provider != "" {
 		in.Provider = &s.Provider
 	}
@@ -399,7 +433,11 @@ func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
 					}
 					return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
 				}
-				s.CurrentPeriodStart, s.CurrentPeriodEnd, s.FailedAttempts = s.CurrentPeriodEnd, periodEnd(s.CurrentPeriodEnd, plan), 0
+				// A period left unpaid keeps its failed attempts: they count
+				// on until a payment succeeds (which sets them to 0), so that a
+				// plan whose retry comes after its period's end (a daily plan,
+				// retried a day later) still expires a customer who never pays.
+				s.CurrentPeriodStart, s.CurrentPeriodEnd = s.CurrentPeriodEnd, nextPeriodEnd(s.CreatedAt, s.CurrentPeriodEnd, plan)
 			}
 			s.NextActionAt = s.CurrentPeriodEnd
 			ask = true
@@ -440,10 +478,10 @@ func (a *App) CancelSubscription(ctx context.Context, p *Principal, id string, a
 			return E(ESubscriptionAlreadyInStatus, "status", string(s.Status))
 		}
 		now := a.now()
-		s.UpdatedAt = now
 		if atPeriodEnd {
+			// Scheduled again, it is answered as it is: nothing changed.
 			if !s.CancelAtPeriodEnd {
-				s.CancelAtPeriodEnd = true
+				s.CancelAtPeriodEnd, s.UpdatedAt = true, now
 				if err := tx.UpdateSubscription(ctx, s); err != nil {
 					return err
 				}
@@ -452,7 +490,7 @@ func (a *App) CancelSubscription(ctx context.Context, p *Principal, id string, a
 				}
 			}
 		} else {
-			s.Status, s.CancelledAt = SubscriptionCancelled, &now
+			s.Status, s.CancelledAt, s.UpdatedAt = SubscriptionCancelled, &now, now
 			if err := tx.UpdateSubscription(ctx, s); err != nil {
 				return err
 			}
