@@ -457,10 +457,24 @@ func TestSplits(t *testing.T) {
 			if got := e.balance(t, keys.SecretTest).Available; got != 4925 {
 				t.Fatalf("platform: %v", got)
 			}
-			var list []struct{ Status string }
+			var list []struct {
+				Status, Beneficiary string
+				Credited            *string `json:"credited_amount"`
+				Ref                 *string `json:"merchant_reference"`
+			}
 			e.do(call{method: "GET", path: "/v1/payments/" + p.ID + "/splits", key: keys.SecretTest}).data(t, &list)
-			if list[0].Status != "credited" {
+			if list[0].Status != "credited" || len(list) != 2 || list[0].Ref == nil || *list[0].Ref != "sp-1" {
 				t.Fatalf("items %+v", list)
+			}
+			// What each seller's available rose by.
+			credited := map[string]bool{}
+			for _, it := range list {
+				if it.Credited != nil {
+					credited[*it.Credited] = true
+				}
+			}
+			if !credited["2955.00"] || !credited["1970.00"] {
+				t.Fatalf("credited amounts %v", credited)
 			}
 			// Every split made is an event of the platform's, and every
 			// share credited one of its beneficiary's, which otherwise saw
@@ -468,14 +482,18 @@ func TestSplits(t *testing.T) {
 			events := func(key, typ string) []struct {
 				Data struct {
 					ID, Status            string
-					BeneficiaryMerchantID string `json:"beneficiary_merchant_id"`
+					BeneficiaryMerchantID string  `json:"beneficiary_merchant_id"`
+					Credited              *string `json:"credited_amount"`
+					Ref                   *string `json:"merchant_reference"`
 				}
 			} {
 				var l struct {
 					Data []struct {
 						Data struct {
 							ID, Status            string
-							BeneficiaryMerchantID string `json:"beneficiary_merchant_id"`
+							BeneficiaryMerchantID string  `json:"beneficiary_merchant_id"`
+							Credited              *string `json:"credited_amount"`
+							Ref                   *string `json:"merchant_reference"`
 						}
 					}
 				}
@@ -486,8 +504,12 @@ func TestSplits(t *testing.T) {
 				t.Fatalf("the platform's split.created: %+v", got)
 			}
 			if got := events(bKeys.SecretTest, xaalis.EventSplitCredited); len(got) != 1 || got[0].Data.Status != "credited" ||
-				got[0].Data.BeneficiaryMerchantID != bID {
+				got[0].Data.BeneficiaryMerchantID != bID || got[0].Data.Credited == nil || *got[0].Data.Credited != "2955.00" ||
+				got[0].Data.Ref == nil || *got[0].Data.Ref != "sp-1" {
 				t.Fatalf("B's split.credited: %+v", got)
+			}
+			if got := events(keys.SecretTest, xaalis.EventSplitCreated); got[0].Data.Ref == nil || *got[0].Data.Ref != "sp-1" {
+				t.Fatalf("the platform's split.created: %+v", got)
 			}
 			if got := events(keys.SecretTest, xaalis.EventSplitCredited); len(got) != 0 {
 				t.Fatalf("the platform got its beneficiaries' split.credited: %+v", got)

@@ -166,7 +166,7 @@ func (a *App) postPaymentLedger(ctx context.Context, tx Tx, t *Transaction, from
 		if err := tx.MarkSplitCredited(ctx, it.ID, now); err != nil {
 			return err
 		}
-		it.CreditedAt = &now
+		it.CreditedAt, it.Credited, it.MerchantRef = &now, &Amount{Minor: share, Currency: Currency(cur)}, t.MerchantRef
 		if err := a.splitEvent(ctx, tx, it, EventSplitCredited, it.BeneficiaryID, "", now); err != nil {
 			return err
 		}

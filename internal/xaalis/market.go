@@ -65,6 +65,12 @@ type SplitItem struct {
 	// the payment succeeded, or at once if it already had).
 	CreditedAt *time.Time
 	CreatedAt  time.Time
+	// Credited is what reached the beneficiary's balance, in the ledger's
+	// currency: the share net of the payment's fee pro rata (netShares).
+	// Not stored: set where the payment is at hand (credit, lists).
+	Credited *Amount
+	// MerchantRef is the payment's merchant_ref, for its events and lists.
+	MerchantRef string
 }
 
 // SubscriptionStatus is where a subscription stands.

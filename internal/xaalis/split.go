@@ -50,20 +50,29 @@ func (s *SplitItem) MarshalJSON() ([]byte, error) {
 	if s.CreditedAt != nil {
 		status = "credited"
 	}
+	var credited *string
+	var creditedCur *Currency
+	if s.Credited != nil && s.CreditedAt != nil {
+		d, c := s.Credited.Decimal(), s.Credited.Currency
+		credited, creditedCur = &d, &c
+	}
 	return json.Marshal(struct {
-		ID                    string   `json:"id"`
-		Object                string   `json:"object"`
-		PaymentID             string   `json:"payment_id"`
-		BeneficiaryMerchantID string   `json:"beneficiary_merchant_id"`
-		Amount                string   `json:"amount"`
-		Currency              Currency `json:"currency"`
-		Description           *string  `json:"description"`
-		Status                string   `json:"status"`
-		CreditedAt            *string  `json:"credited_at"`
-		Livemode              bool     `json:"livemode"`
-		CreatedAt             string   `json:"created_at"`
-	}{s.ID, "split", s.PaymentID, s.BeneficiaryID, s.Amount.Decimal(), s.Amount.Currency, strPtr(s.Description), status,
-		tsPtr(s.CreditedAt), s.Mode.Live(), Timestamp(s.CreatedAt)})
+		ID                    string    `json:"id"`
+		Object                string    `json:"object"`
+		PaymentID             string    `json:"payment_id"`
+		MerchantReference     *string   `json:"merchant_reference"`
+		BeneficiaryMerchantID string    `json:"beneficiary_merchant_id"`
+		Amount                string    `json:"amount"`
+		Currency              Currency  `json:"currency"`
+		Description           *string   `json:"description"`
+		Status                string    `json:"status"`
+		CreditedAt            *string   `json:"credited_at"`
+		CreditedAmount        *string   `json:"credited_amount"`
+		CreditedCurrency      *Currency `json:"credited_currency"`
+		Livemode              bool      `json:"livemode"`
+		CreatedAt             string    `json:"created_at"`
+	}{s.ID, "split", s.PaymentID, strPtr(s.MerchantRef), s.BeneficiaryID, s.Amount.Decimal(), s.Amount.Currency,
+		strPtr(s.Description), status, tsPtr(s.CreditedAt), credited, creditedCur, s.Mode.Live(), Timestamp(s.CreatedAt)})
 }
 
 // CreateSplits divides a payment among marketplace beneficiaries. Splits
@@ -181,7 +190,7 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 			return E(ESplitsExceedTransactionAmount)
 		}
 		for _, it := range items {
-			it.LedgerAmount = it.Amount
+			it.LedgerAmount, it.MerchantRef = it.Amount, cur.MerchantRef
 			if cur.SettlementAmount != nil {
 				it.LedgerAmount = Convert(it.Amount, cur.SettlementAmount.Currency, new(big.Rat).SetFrac64(cur.SettlementAmount.Minor, cur.Amount.Minor))
 			}
@@ -253,7 +262,7 @@ func (a *App) creditSplits(ctx context.Context, tx Tx, pay *Transaction, items [
 		if err := tx.MarkSplitCredited(ctx, it.ID, now); err != nil {
 			return err
 		}
-		it.CreditedAt = &now
+		it.CreditedAt, it.Credited, it.MerchantRef = &now, &Amount{Minor: shares[i], Currency: cur}, pay.MerchantRef
 		if err := a.splitEvent(ctx, tx, it, EventSplitCredited, it.BeneficiaryID, "", now); err != nil {
 			return err
 		}
@@ -269,5 +278,22 @@ func (a *App) Splits(ctx context.Context, p *Principal, key string) ([]*SplitIte
 	if err != nil {
 		return nil, err
 	}
-	return a.Store.Splits(ctx, pay.ID)
+	items, err := a.Store.Splits(ctx, pay.ID)
+	if err != nil {
+		return nil, err
+	}
+	withCredited(pay, items)
+	return items, nil
+}
+
+// withCredited sets what each credited item of the payment pay gave its
+// beneficiary, and the payment's merchant_ref.
+func withCredited(pay *Transaction, items []*SplitItem) {
+	shares := netShares(pay, items, pay.Fee)
+	for i, it := range items {
+		it.MerchantRef = pay.MerchantRef
+		if it.CreditedAt != nil {
+			it.Credited = &Amount{Minor: shares[i], Currency: pay.LedgerAmount().Currency}
+		}
+	}
 }

@@ -236,14 +236,19 @@ type SplitItem struct {
 	ID                    string          `json:"id"`
 	Object                string          `json:"object"`
 	PaymentID             string          `json:"payment_id"`
+	MerchantReference     *string         `json:"merchant_reference"`
 	BeneficiaryMerchantID string          `json:"beneficiary_merchant_id"`
 	Amount                string          `json:"amount"`
 	Currency              Currency        `json:"currency"`
 	Description           *string         `json:"description"`
 	Status                SplitItemStatus `json:"status"`
 	CreditedAt            *time.Time      `json:"credited_at"`
-	Livemode              bool            `json:"livemode"`
-	CreatedAt             time.Time       `json:"created_at"`
+	// CreditedAmount is what reached the beneficiary's balance, in
+	// CreditedCurrency: Amount net of the payment's fee pro rata.
+	CreditedAmount   *string   `json:"credited_amount"`
+	CreditedCurrency *Currency `json:"credited_currency"`
+	Livemode         bool      `json:"livemode"`
+	CreatedAt        time.Time `json:"created_at"`
 }
 
 // SplitParams adds shares to a payment's splits.
