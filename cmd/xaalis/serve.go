@@ -386,9 +386,11 @@ func flushReplays(ctx context.Context, app *xaalis.App, log *slog.Logger) {
 }
 
 // runJobs expires payments past their expires_at, reconciles payments
-// pending too long, and asks providers about payouts and refunds whose
-// outcome is unknown. The work is read from the transactions themselves, so
-// it survives restarts, and several processes may run it at once.
+// pending too long (and asks about closed ones a payer may still pay),
+// loses disputes past their deadline, renews subscriptions, and asks
+// providers about payouts and refunds whose outcome is unknown. The work
+// is read from the database itself, so it survives restarts, and several
+// processes may run it at once.
 func runJobs(ctx context.Context, app *xaalis.App, log *slog.Logger, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()

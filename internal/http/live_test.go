@@ -752,6 +752,14 @@ func TestDisputeAfterRefunds(t *testing.T) {
 		if _, err := e.app.OpenDispute(context.Background(), xaalis.DisputeOpen{TransactionID: q.ID}); xaalis.ErrorCode(err) != xaalis.EValidation {
 			t.Fatalf("a dispute of nothing left: %v", err)
 		}
+		// The provider's own chargeback is money it took back, whatever
+		// refund is in flight: held, not refused (it notifies once).
+		if d, err := emu.OpenDispute(providerRef(t, e, q.ID), 0, "payer says not received"); err != nil || d.Status != 200 {
+			t.Fatalf("the provider's dispute, a refund in flight: %+v %v", d, err)
+		}
+		if st := e.status(t, keys.SecretLive, q.ID); st != "disputed" {
+			t.Fatalf("the payment after the provider's dispute: %s", st)
+		}
 		e.ledgerOK(t)
 	})
 }

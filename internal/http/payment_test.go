@@ -739,6 +739,15 @@ func TestLateCollectionPolled(t *testing.T) {
 		cancelled := pay("poll-cancelled", "channel_a", "+221771234570")
 		e.do(call{method: "POST", path: "/checkout/" + cancelled.ID + "/cancel", body: "lang=en",
 			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		// Cancelled by its provider (the payer declined in the wallet): its
+		// collection is over, and it is never asked again.
+		declined := pay("poll-declined", "channel_a", "+221771234572")
+		if d, err := emu.PayerAct(providerRef(t, e, declined.ID), xaalis.ProviderCancelled); err != nil || d.Status != 200 {
+			t.Fatalf("the payer declines: %+v %v", d, err)
+		}
+		if st := e.status(t, keys.SecretLive, declined.ID); st != "cancelled" {
+			t.Fatalf("declined: %s", st)
+		}
 		// The initiation's answer lost: cancelled without a provider id.
 		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
 			t.Fatal(err)
@@ -792,8 +801,8 @@ func TestLateCollectionPolled(t *testing.T) {
 			}
 			return out
 		}
-		if d := due(); len(d) != 5 {
-			t.Fatalf("late polls scheduled for %v, want the five closed payments", d)
+		if d := due(); len(d) != 5 || d[declined.ID] {
+			t.Fatalf("late polls scheduled for %v, want the five payments Xaalis closed", d)
 		}
 		// A payment is asked about reconcile_after_seconds (60 s here)
 		// after it closed: the cancelled ones two minutes ago, the expired
@@ -915,7 +924,39 @@ func TestPaymentRetriedAfterItMoved(t *testing.T) {
 		}
 		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-3", invalid: true,
 			body: strings.Replace(body2, `"amount":5000`, `"amount":6000`, 1)}).want(t, 422, xaalis.EValidation)
-		if got := e.balance(t, keys.SecretLive).Available; got != 2*4940 {
+		// A retry that a check refuses, because the payment itself now
+		// counts against the merchant's day (10,000 XOF collected, a
+		// ceiling of 12,000), is answered the payment too.
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+			t.Fatal(err)
+		}
+		body3 := payBody("moved-3", `"amount":2000,"provider":"channel_c","payer":{"phone":"+221771234569"}`)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-4", body: body3}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range emu.Collections() {
+			cols[c.Reference] = c.ID
+		}
+		var third txRecord
+		e.do(call{method: "GET", path: "/v1/payments/moved-3", key: keys.SecretLive}).want(t, 200, "").data(t, &third)
+		if d, err := emu.PayerAct(cols[third.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("the third notification: %+v %v", d, err)
+		}
+		cfg := *e.app.Config
+		cfg.MerchantLimits.Daily = 12000
+		e.app.Config = &cfg
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-5",
+			body: payBody("moved-5", `"amount":2000,"provider":"channel_c","payer":{"phone":"+221771234569"}`)}).
+			want(t, 422, xaalis.EMerchantLimitExceeded)
+		var again3 txRecord
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-4", body: body3}).
+			want(t, 201, "").data(t, &again3)
+		if again3.ID != third.ID || again3.Status != "success" {
+			t.Fatalf("the retry a check refused: %+v", again3)
+		}
+		if got := e.balance(t, keys.SecretLive).Available; got != 2*4940+1976 {
 			t.Fatalf("available %v", got)
 		}
 		e.ledgerOK(t)

@@ -47,8 +47,9 @@ type Config struct {
 	// DisputeResponseSeconds is how long a merchant has to answer a
 	// dispute before it is lost (0: DefaultDisputeResponseWindow).
 	DisputeResponseSeconds int `json:"dispute_response_seconds"`
-	// SubscriptionMaxAttempts: payments asked a subscription's period
-	// before it expires (0: DefaultSubscriptionMaxAttempts).
+	// SubscriptionMaxAttempts: failed period payments in a row, across
+	// periods until one succeeds, before a subscription expires (0:
+	// DefaultSubscriptionMaxAttempts).
 	SubscriptionMaxAttempts int `json:"subscription_max_attempts"`
 	// SubscriptionRetrySeconds: the wait before a failed period's payment
 	// is asked again (0: DefaultSubscriptionRetryDelay).
@@ -334,8 +335,8 @@ func (c *Config) DisputeResponseWindow() time.Duration {
 	return time.Duration(c.DisputeResponseSeconds) * time.Second
 }
 
-// SubscriptionAttempts is how many payments a subscription's period asks
-// before the subscription expires.
+// SubscriptionAttempts is how many period payments in a row may fail,
+// across periods, before the subscription expires.
 func (c *Config) SubscriptionAttempts() int {
 	if c == nil || c.SubscriptionMaxAttempts <= 0 {
 		return DefaultSubscriptionMaxAttempts

@@ -129,6 +129,13 @@ func (a *App) openDispute(ctx context.Context, tx Tx, in DisputeOpen) (*Dispute,
 		return nil, err
 	}
 	refunded, err := tx.RefundedAmount(ctx, pay.ID)
+	if in.ProviderEventID != "" {
+		// A provider's chargeback is money it took back: only refunds that
+		// reached the payer lessen what it can claim. Refused because of a
+		// refund still in flight, it would be lost (a provider notifies
+		// once), and that refund may yet fail.
+		refunded, err = tx.SucceededRefundAmount(ctx, pay.ID)
+	}
 	if err != nil {
 		return nil, err
 	}

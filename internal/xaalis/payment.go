@@ -295,25 +295,21 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, idemKey string, i
 	// the payment, its initiation and its answer are one transaction.
 	hookNow := provider == ""
 	inTx := !hookNow && a.Gateway != nil && a.Gateway.InProcess(t.Mode)
-	if !hookNow && !inTx && idemKey != "" {
+	if !hookNow && !inTx {
 		// Only such a payment can outlive a 5xx answer to its creation:
-		// the request retried is answered it, before checks that the
-		// payment itself now weighs on (limits, a provider's health).
+		// the request retried under its key is answered it (createdBy).
 		t.CreationKey = idemKey
-		if out, err := a.createdBefore(ctx, t, provider); out != nil || err != nil {
-			return out, err
-		}
 	}
 	// Its amount is reserved against the limits until it is in the volume
 	// counters, pending or settled, or will not be; not before it passed
 	// the checks it needs no counter for.
 	if err := a.checkAlone(ctx, m, t, provider); err != nil {
-		return nil, err
+		return a.orCreatedBefore(ctx, t, provider, err)
 	}
 	ctx, release := a.reserveLimits(ctx, t, provider)
 	defer release()
 	if err := a.checkCreation(ctx, m, t, provider); err != nil {
-		return nil, err
+		return a.orCreatedBefore(ctx, t, provider, err)
 	}
 	t.Provider = provider
 
@@ -391,14 +387,20 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, idemKey string, i
 	return a.initiate(ctx, t.ID)
 }
 
-// createdBefore finds the payment the request t created before under its
-// Idempotency-Key (createdBy), with a plain read, and answers it as it now
-// is, running the request's commit hook; nil when there is none, or when
-// it is resumable, which creation carries on.
-func (a *App) createdBefore(ctx context.Context, t *Transaction, provider string) (*Transaction, error) {
+// orCreatedBefore answers a creation that a check refused (refusal) with
+// the payment the same request created before under its Idempotency-Key
+// (createdBy), as it now is, running the request's commit hook: the checks
+// weigh that payment itself now (the limits count it; its provider, whose
+// answer timed out, may look unhealthy). Without one, the refusal stands;
+// one still resumable goes to the refusal too, as creation would resume
+// it only once the checks pass.
+func (a *App) orCreatedBefore(ctx context.Context, t *Transaction, provider string, refusal error) (*Transaction, error) {
+	if t.CreationKey == "" || t.MerchantRef == "" {
+		return nil, refusal
+	}
 	list, err := a.Store.LookupTransactions(ctx, t.MerchantID, t.MerchantRef)
 	if err != nil {
-		return nil, fmt.Errorf("lookup merchant_ref: %w", err)
+		return nil, refusal
 	}
 	asked := *t
 	asked.Provider = provider
@@ -417,7 +419,7 @@ func (a *App) createdBefore(ctx context.Context, t *Transaction, provider string
 		})
 		return out, err
 	}
-	return nil, nil
+	return nil, refusal
 }
 
 // initiateIn initiates a payment with an in-process provider inside the
@@ -951,14 +953,8 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 	if err := write(); err != nil {
 		return fmt.Errorf("write transaction: %w", err)
 	}
-	switch {
-	case t.collectedLate():
-		// Its provider is asked again later (ReconcileDue), in case the
-		// payer pays after all and the notification of it is lost.
-		if err := tx.SetLatePoll(ctx, t.ID, a.nextLatePoll(t.UpdatedAt, t.UpdatedAt)); err != nil {
-			return err
-		}
-	case wasLate:
+	if wasLate {
+		// Collected late: nothing left to ask its provider (closeOpen).
 		if err := tx.SetLatePoll(ctx, t.ID, time.Time{}); err != nil {
 			return err
 		}
@@ -967,6 +963,21 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 		return err
 	}
 	return a.onSubscriptionPayment(ctx, tx, t, to)
+}
+
+// closeOpen is transition to cancelled or expired when Xaalis, not the
+// provider, closes the payment (the hosted page's cancel, expiry): the
+// provider, still asking the payer, may collect it after all, so it is
+// asked again later (ReconcileDue), in case that notification is lost. A
+// provider's own final answer needs no such poll.
+func (a *App) closeOpen(ctx context.Context, tx Tx, t *Transaction, to Status, event, reason string) error {
+	if err := a.transition(ctx, tx, t, to, event, reason); err != nil {
+		return err
+	}
+	if !t.collectedLate() {
+		return nil
+	}
+	return tx.SetLatePoll(ctx, t.ID, a.nextLatePoll(t.UpdatedAt, t.UpdatedAt))
 }
 
 // LatePollWindow is how long after a payment was cancelled or expired its
@@ -1246,7 +1257,7 @@ func (a *App) cancel(ctx context.Context, id, reason string) (*Transaction, erro
 			return err
 		}
 		if t.Status.Open() {
-			if err := a.transition(ctx, tx, t, StatusCancelled, EventPaymentCancelled, reason); err != nil {
+			if err := a.closeOpen(ctx, tx, t, StatusCancelled, EventPaymentCancelled, reason); err != nil {
 				return err
 			}
 		}
@@ -1456,7 +1467,7 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 				t.ProviderRef = probe.ProviderRef
 			}
 			expired = true
-			return a.transition(ctx, tx, t, StatusExpired, EventPaymentExpired, ReasonNotPaidBeforeExpiry)
+			return a.closeOpen(ctx, tx, t, StatusExpired, EventPaymentExpired, ReasonNotPaidBeforeExpiry)
 		})
 		if err != nil {
 			// One payment that cannot move does not hold the others.
@@ -1473,8 +1484,9 @@ func (a *App) ExpireDue(ctx context.Context, limit int) (int, error) {
 }
 
 // ReconcileDue polls the provider about payments pending longer than the
-// configured delay, recovering lost notifications; it returns how many
-// payments changed.
+// configured delay, recovering lost notifications, and about payments
+// Xaalis cancelled or expired whose late poll is due (pollLate); it
+// returns how many payments changed.
 func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
 	now := a.now()
 	due, err := a.Store.DueTransactions(ctx, DueQuery{Now: now, Limit: limit, Reconcile: true,
@@ -1528,21 +1540,49 @@ func (a *App) ReconcileDue(ctx context.Context, limit int) (int, error) {
 // pollLate asks the provider about a payment cancelled or expired after it
 // was asked to collect it: a success found is money collected late, which
 // succeeds the payment (settle) as its notification would have. Another
-// final answer stops the polls; no answer, or pending, asks again later
-// (nextLatePoll).
+// final answer stops the polls; no answer, or pending, leaves the next
+// poll where the claim put it.
 func (a *App) pollLate(ctx context.Context, t *Transaction) (moved bool, err error) {
+	// The next poll is set before the provider is asked, in a transaction
+	// of its own: a write that fails after the answer, or a provider that
+	// never answers, leaves the payment asked again at its next time, not
+	// at every round, and past LatePollWindow not at all.
+	claimed := false
+	err = a.update(ctx, func(tx Tx) error {
+		cur, err := tx.TransactionForUpdate(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		if !cur.collectedLate() {
+			// Moved meanwhile (or an older release's row): nothing to ask.
+			return tx.SetLatePoll(ctx, cur.ID, time.Time{})
+		}
+		*t, claimed = *cur, true
+		return tx.SetLatePoll(ctx, cur.ID, a.nextLatePoll(cur.UpdatedAt, a.now()))
+	})
+	if err != nil || !claimed {
+		return false, err
+	}
 	var st *ProviderStatus
 	var found *Initiation
-	if t.collectedLate() {
-		if t.ProviderRef == "" {
-			// Its initiation's answer was lost: the provider may hold it
-			// under its reference.
-			if in, err := a.Gateway.Collection(ctx, t.Mode, t.Provider, t.Reference); err == nil {
-				found = &in
-			}
-		} else if s, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef); err == nil {
-			st = &s
+	if t.ProviderRef == "" {
+		// Its initiation's answer was lost: the provider may hold it
+		// under its reference.
+		if in, err := a.Gateway.Collection(ctx, t.Mode, t.Provider, t.Reference); err == nil {
+			found = &in
 		}
+	} else if s, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef); err == nil {
+		st = &s
+	}
+	state := ProviderPending
+	switch {
+	case found != nil:
+		state = found.State
+	case st != nil:
+		state = st.State
+	}
+	if _, _, final := outcome(state); !final {
+		return false, nil
 	}
 	err = a.update(ctx, func(tx Tx) error {
 		cur, err := tx.TransactionForUpdate(ctx, t.ID)
@@ -1552,27 +1592,19 @@ func (a *App) pollLate(ctx context.Context, t *Transaction) (moved bool, err err
 		moved = false
 		switch {
 		case !cur.collectedLate():
-			// Moved meanwhile (or an older release's row): nothing to ask.
+			return nil // moved meanwhile: move() dropped its poll
+		case state != ProviderSuccess:
+			// The provider's collection ended unpaid: nothing more to ask.
 			return tx.SetLatePoll(ctx, cur.ID, time.Time{})
 		case found != nil && cur.lateUnanswered():
-			if found.State == ProviderSuccess {
-				moved = true
-				cur.Route, cur.RouteReason = found.Route, found.RouteReason
-				return a.adopt(ctx, tx, cur, found.ProviderRef, found.State, found.Reason)
-			}
-			if _, _, final := outcome(found.State); final {
-				return tx.SetLatePoll(ctx, cur.ID, time.Time{})
-			}
-		case st != nil && cur.ProviderRef == t.ProviderRef && cur.ProviderRef != "":
-			if st.State == ProviderSuccess {
-				moved = true
-				return a.settle(ctx, tx, cur, st.State, st.Reason)
-			}
-			if _, _, final := outcome(st.State); final {
-				return tx.SetLatePoll(ctx, cur.ID, time.Time{})
-			}
+			moved = true
+			cur.Route, cur.RouteReason = found.Route, found.RouteReason
+			return a.adopt(ctx, tx, cur, found.ProviderRef, found.State, found.Reason)
+		case st != nil && cur.ProviderRef == t.ProviderRef:
+			moved = true
+			return a.settle(ctx, tx, cur, st.State, st.Reason)
 		}
-		return tx.SetLatePoll(ctx, cur.ID, a.nextLatePoll(cur.UpdatedAt, a.now()))
+		return nil
 	})
 	return moved, err
 }

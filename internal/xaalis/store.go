@@ -80,9 +80,11 @@ type Store interface {
 	TransactionByReference(ctx context.Context, mode Mode, provider, reference string) (*Transaction, error)
 	// Transactions lists one page, newest first, and the total.
 	Transactions(ctx context.Context, f TxFilter, page PageRequest) ([]*Transaction, int, error)
-	// DueTransactions returns up to limit open payments of any merchant:
-	// expired at now (Expired), pending and not polled since Before
-	// (Reconcile), or closed with a late poll due at now (LatePoll).
+	// DueTransactions returns up to limit transactions of any merchant
+	// with background work: open payments expired at now (Expired),
+	// pending payments not polled since Before (Reconcile), closed
+	// payments whose late poll is due at now (LatePoll), payouts and
+	// refunds to send or ask about (Dispatch).
 	DueTransactions(ctx context.Context, q DueQuery) ([]*Transaction, error)
 	// Volume sums the limit amounts of counted payments in a scope created
 	// on or after Since's UTC day, from the running volume counters, plus
