@@ -251,6 +251,30 @@ func TestMalformedQuery(t *testing.T) {
 	}
 }
 
+// TestPathBytes: an id in a path with a NUL or invalid UTF-8 answered 500
+// on PostgreSQL (which refuses such text) and 404 on SQLite; it is 404
+// not_found on both. A Last-Event-ID with such bytes is 422 on both.
+func TestPathBytes(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		for _, c := range []struct{ method, path string }{
+			{"GET", "/v1/events/%00"}, {"GET", "/v1/events/%ff"}, {"GET", "/v1/payments/%00"},
+			{"GET", "/v1/webhook-endpoints/%C3%28"}, {"DELETE", "/v1/webhook-endpoints/%00"},
+			{"POST", "/v1/webhook-endpoints/%00/rotate-secret"}, {"POST", "/v1/events/%00/redeliver"},
+			{"GET", "/v1/disputes/%00"}, {"GET", "/v1/status/%00"},
+		} {
+			e.do(call{method: c.method, path: c.path, key: keys.SecretTest, idem: "pb-" + c.path, body: "{}", invalid: true}).
+				want(t, 404, xaalis.ENotFound)
+		}
+		r := e.do(call{method: "GET", path: "/v1/events/stream", key: keys.SecretTest, invalid: true,
+			header: map[string]string{"Last-Event-ID": "\xff\xfe"}}).want(t, 422, xaalis.EValidation)
+		if len(r.err.Errors["Last-Event-ID"]) == 0 {
+			t.Fatalf("the field: %s", r.body)
+		}
+	})
+}
+
 // TestAllowOnConcretePaths: a concrete path that a templated one also
 // matches answers every other method 405 with its own Allow, POST, not
 // the template's GET merged in; GET /v1/events/redeliver is not the event

@@ -193,6 +193,11 @@ func (s *Server) serveWith(mux *http.ServeMux, w http.ResponseWriter, r *http.Re
 	if pattern == "" {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.unmatched(w, r, fallback) })
 		pattern = "unmatched"
+	} else if xaalis.TextFault(r.URL.Path, false) != "" {
+		// A path segment (an id) with a control character or invalid
+		// UTF-8 names nothing that can exist; PostgreSQL would refuse the
+		// text itself (500) where SQLite finds no row.
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { Error(w, r, xaalis.E(xaalis.ENotFound)) })
 	}
 	if !readsAll[pattern] {
 		// The answer waits for what the request's reads saw to be

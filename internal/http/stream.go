@@ -34,6 +34,10 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lastID := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	if err := checkHeader("Last-Event-ID", lastID); err != nil {
+		Error(w, r, err)
+		return
+	}
 	cursor, skipped, err := s.App.StreamStart(r.Context(), p, lastID)
 	if err != nil {
 		Error(w, r, err)

@@ -30,13 +30,17 @@ type EventTypeFilter []string
 func ParseEventTypeFilter(field, s string) (EventTypeFilter, error) {
 	var f EventTypeFilter
 	v := ValidationErrors{}
+	all := false
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
 		switch {
 		case p == "":
 			continue
 		case p == "*":
-			return nil, nil
+			// Every type; the other patterns are still checked, so that a
+			// typo beside it is told rather than hidden.
+			all = true
+			continue
 		case strings.Contains(strings.TrimSuffix(p, "*"), "*"):
 			v.Add(field, fmt.Sprintf("%q: * may only end a pattern (payout.*)", p))
 			continue
@@ -53,7 +57,13 @@ func ParseEventTypeFilter(field, s string) (EventTypeFilter, error) {
 			f = append(f, p)
 		}
 	}
-	return f, v.Err()
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if all {
+		return nil, nil
+	}
+	return f, nil
 }
 
 // Match reports whether the filter selects an event type.

@@ -25,6 +25,10 @@ func TestParseEventTypeFilter(t *testing.T) {
 		{"pay*ment", false, nil, nil},
 		{"nothing.*", false, nil, nil},
 		{"**", false, nil, nil},
+		// An unknown type beside * is told, on either side of it.
+		{"bogus,*", false, nil, nil},
+		{"*,bogus", false, nil, nil},
+		{"payment.success,*", true, []string{"payout.failed", "payment.success"}, nil},
 	} {
 		f, err := xaalis.ParseEventTypeFilter("types", c.in)
 		if (err == nil) != c.ok {
