@@ -761,3 +761,31 @@ func TestExpiryAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingPayoutAcrossProcesses: a test payout left pending by one
+// process's simulator, asked about by the other's dispatcher (whose
+// simulator never saw it), showed failure_reason "not_found" though
+// nothing failed. It stays pending with none.
+func TestPendingPayoutAcrossProcesses(t *testing.T) {
+	url := pgtest.URL(t)
+	e1 := newEnv(t, openPostgresURL(t, url))
+	e2 := newEnv(t, openPostgresURL(t, url))
+	_, keys := e1.merchant()
+	e1.fund(t, keys.SecretTest, 1, 50000)
+	var po txRecord
+	e1.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "pap-1",
+		body: payoutBody("pap-1", 1000, "channel_a", "+221770000004")}).want(t, 201, "").data(t, &po)
+	if po.Status != "pending" {
+		t.Fatalf("payout %+v", po)
+	}
+	e2.clock.Advance(10 * time.Minute)
+	if _, err := e2.app.DispatchDue(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+	var after txRecord
+	e1.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &after)
+	if after.Status != "pending" || after.FailureReason != nil {
+		t.Fatalf("after the other process asked: %+v", after)
+	}
+	e1.ledgerOK(t)
+}

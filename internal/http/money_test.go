@@ -71,6 +71,35 @@ func payoutBody(ref string, amount int, prov, phone string) string {
 		ref, amount, prov, phone)
 }
 
+// TestDisabledCountry: a provider turned off in a country
+// (disabled_countries) refuses payouts there as it refuses payments, 422
+// provider_country_unsupported: the payout was created, failed at the
+// gateway, and took its merchant_ref with it.
+func TestDisabledCountry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t), func(_ *xhttp.Config, a *xaalis.App) {
+			cfg := *a.Config
+			cfg.Providers = maps.Clone(cfg.Providers)
+			spec := cfg.Providers["channel_a"]
+			spec.DisabledCountries = []xaalis.Country{"CI"}
+			cfg.Providers["channel_a"] = spec
+			a.Config = &cfg
+		})
+		_, keys := e.merchant()
+		e.fund(t, keys.SecretTest, 1, 50000)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "dc-pay",
+			body: payBody("dc-pay", `"provider":"channel_a","country":"CI","payer":{"phone":"+2250700000001"}`)}).
+			want(t, 422, xaalis.EProviderCountryUnsupported)
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "dc-po",
+			body: `{"merchant_ref":"dc-po","amount":1000,"currency":"XOF","provider":"channel_a","country":"CI","recipient":{"phone":"+2250700000001"}}`}).
+			want(t, 422, xaalis.EProviderCountryUnsupported)
+		// The merchant_ref is free for a payout that can be made.
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "dc-po-sn",
+			body: payoutBody("dc-po", 1000, "channel_a", "+221771112233")}).want(t, 201, "")
+		e.ledgerOK(t)
+	})
+}
+
 func TestBalanceAndPayouts(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -177,7 +176,7 @@ func (g *Gateway) checkServes(provider string, country xaalis.Country) (xaalis.P
 		return p, refuse(provider, "The provider %s is disabled.", provider)
 	case !p.Payments:
 		return p, refuse(provider, "The provider %s does not take payments.", provider)
-	case !p.Serves(country) || slices.Contains(p.DisabledCountries, country):
+	case !p.Serves(country):
 		return p, refuse(provider, "The provider %s does not serve country %q.", provider, country)
 	}
 	return p, nil

@@ -45,7 +45,7 @@ func (g *Gateway) VerifyNotification(ctx context.Context, provider string, r *ht
 		}
 	}
 	c := xaalis.Country(country)
-	if country != "" && (!c.Valid() || !p.Serves(c) || slices.Contains(p.DisabledCountries, c)) {
+	if country != "" && (!c.Valid() || !p.Serves(c)) {
 		e := xaalis.E(xaalis.EProviderUnavailableWebhook, "provider", provider)
 		e.Message = "The provider " + provider + " is disabled for country " + country + "."
 		return xaalis.Notification{}, e

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
@@ -32,7 +31,7 @@ func (g *Gateway) checkPayouts(provider string, country xaalis.Country) (xaalis.
 		return p, xaalis.E(xaalis.EProviderPayoutUnsupported, "provider", provider)
 	case !p.Enabled:
 		return p, refuse(provider, "The provider %s is disabled.", provider)
-	case !p.Serves(country) || slices.Contains(p.DisabledCountries, country):
+	case !p.Serves(country):
 		return p, refuse(provider, "The provider %s does not serve country %q.", provider, country)
 	}
 	return p, nil

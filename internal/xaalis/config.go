@@ -171,9 +171,11 @@ func (r RouteSpec) Timeout() time.Duration {
 	return time.Duration(r.TimeoutMS) * time.Millisecond
 }
 
-// Serves reports whether the provider is on and serves the country.
+// Serves reports whether the provider serves the country: one of its
+// countries, not turned off (disabled_countries). Payouts asked of a
+// disabled country were created and failed, where payments were refused.
 func (p ProviderSpec) Serves(c Country) bool {
-	return slices.Contains(p.Countries, c)
+	return slices.Contains(p.Countries, c) && !slices.Contains(p.DisabledCountries, c)
 }
 
 // FeeGrid is a provider's fee in one country: Percent (in basis points,

@@ -9,7 +9,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -623,7 +622,7 @@ func (a *App) checkProvider(ctx context.Context, m *Merchant, t *Transaction, pr
 	if t.Mode == ModeLive && !spec.LiveReady() {
 		return liveUnconfigured(provider)
 	}
-	if !spec.Serves(t.Country) || slices.Contains(spec.DisabledCountries, t.Country) {
+	if !spec.Serves(t.Country) {
 		return E(EProviderCountryUnsupported, "provider", provider, "country", string(t.Country))
 	}
 	if !m.AllowsProvider(provider) {

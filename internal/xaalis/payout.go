@@ -260,9 +260,16 @@ func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, erro
 	var perr error
 	if prior != nil || t.Status == StatusPending {
 		res, perr = a.Gateway.PayoutStatus(ctx, t.Mode, t.Provider, t.Reference)
-		if ErrorCode(perr) == ENotFound && t.Status == StatusInitiated {
+		switch {
+		case ErrorCode(perr) == ENotFound && t.Status == StatusInitiated:
 			// The provider never received it: sending now cannot send twice.
 			res, perr = a.sendPayout(ctx, t)
+		case ErrorCode(perr) == ENotFound:
+			// A pending payout its provider took, now unknown to whoever
+			// answered (in test mode, another server process's simulator,
+			// which holds its payouts in memory): no outcome, and no
+			// failure to tell either; it is asked again later.
+			return a.applyPayout(context.WithoutCancel(ctx), id, nil, nil)
 		}
 	} else {
 		res, perr = a.sendPayout(ctx, t)
