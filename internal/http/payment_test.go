@@ -858,6 +858,87 @@ func TestLateCollectionPolled(t *testing.T) {
 	})
 }
 
+// TestPaymentRetriedAfterItMovedTestMode: test mode answers as live mode
+// does a creation retried under its key after a 503 once the payment moved
+// on (here cancelled on the hosted page): the payment, 201, where it
+// answered 422 (its merchant_ref taken) and live mode 201.
+func TestPaymentRetriedAfterItMovedTestMode(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		body := payBody("tm-moved", `"provider":"channel_c","payer":{"phone":"`+provider.TestPhoneUnreachable+`"}`)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "tm-moved", body: body}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		var p txRecord
+		e.do(call{method: "GET", path: "/v1/payments/tm-moved", key: keys.SecretTest}).want(t, 200, "").data(t, &p)
+		e.do(call{method: "POST", path: "/checkout/" + p.ID + "/cancel", body: "lang=en",
+			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		var again txRecord
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "tm-moved", body: body}).
+			want(t, 201, "").data(t, &again)
+		if again.ID != p.ID || again.Status != "cancelled" {
+			t.Fatalf("the retry: %+v", again)
+		}
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "tm-moved-2", body: body, invalid: true}).
+			want(t, 422, xaalis.EValidation)
+	})
+}
+
+// TestLatePollStops: a collection the provider refused (502) is not
+// asked about after its payment closed, and one the provider says it
+// never received stops being asked at the first poll; both were asked for
+// a day.
+func TestLatePollStops(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		ctx := context.Background()
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "ls-refused",
+			body: payBody("ls-refused", `"amount":5000,"provider":"channel_c","payer":{"phone":"+221770000005"},"expires_in":60`)}).
+			want(t, 502, xaalis.EGatewayError)
+		for _, r := range []string{"direct", "aggregator"} {
+			if err := emu.SetRoute("channel_a", r, provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "ls-unseen",
+			body: payBody("ls-unseen", `"amount":5000,"provider":"channel_a","payer":{"phone":"+221771234567"},"expires_in":60`)}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		for _, r := range []string{"direct", "aggregator"} {
+			if err := emu.SetRoute("channel_a", r, provider.RouteSwitches{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var refused, unseen txRecord
+		e.do(call{method: "GET", path: "/v1/payments/ls-refused", key: keys.SecretLive}).want(t, 200, "").data(t, &refused)
+		e.do(call{method: "GET", path: "/v1/payments/ls-unseen", key: keys.SecretLive}).want(t, 200, "").data(t, &unseen)
+		e.clock.Advance(2 * time.Minute)
+		if _, err := e.app.ExpireDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		due := func() map[string]bool {
+			list, err := e.app.Store.DueTransactions(ctx, xaalis.DueQuery{Now: e.clock.Now().Add(xaalis.LatePollWindow), Limit: 100, LatePoll: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]bool{}
+			for _, x := range list {
+				out[x.ID] = true
+			}
+			return out
+		}
+		if d := due(); d[refused.ID] || !d[unseen.ID] {
+			t.Fatalf("late polls %v: want %s only", d, unseen.ID)
+		}
+		e.clock.Advance(2 * time.Minute)
+		if _, err := e.app.ReconcileDue(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if d := due(); len(d) != 0 {
+			t.Fatalf("late polls after the provider said it never received it: %v", d)
+		}
+	})
+}
+
 // TestPaymentRetriedAfterItMoved: a live payment whose provider took the
 // collection but whose answer was lost is answered 503 (the key released);
 // the provider's notification then settles it. The same request retried
@@ -956,7 +1037,58 @@ func TestPaymentRetriedAfterItMoved(t *testing.T) {
 		if again3.ID != third.ID || again3.Status != "success" {
 			t.Fatalf("the retry a check refused: %+v", again3)
 		}
-		if got := e.balance(t, keys.SecretLive).Available; got != 2*4940+1976 {
+		// The client changed keys between its retries: the key of the last
+		// attempt is the payment's.
+		cfg.MerchantLimits.Daily = 0
+		e.app.Config = &cfg
+		e.clock.Advance(2 * time.Minute) // channel_c's breaker, opened by the timeouts, half-open again
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+			t.Fatal(err)
+		}
+		body4 := payBody("moved-4", `"amount":1000,"provider":"channel_c","payer":{"phone":"+221771234560"}`)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-6", body: body4}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-7", body: body4}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range emu.Collections() {
+			cols[c.Reference] = c.ID
+		}
+		var fourth txRecord
+		e.do(call{method: "GET", path: "/v1/payments/moved-4", key: keys.SecretLive}).want(t, 200, "").data(t, &fourth)
+		if d, err := emu.PayerAct(cols[fourth.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("the fourth notification: %+v %v", d, err)
+		}
+		var again4 txRecord
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-7", body: body4}).
+			want(t, 201, "").data(t, &again4)
+		if again4.ID != fourth.ID || again4.Status != "success" {
+			t.Fatalf("the retry under the last attempt's key: %+v", again4)
+		}
+		// Another expires_in is another request.
+		e.clock.Advance(2 * time.Minute)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
+			t.Fatal(err)
+		}
+		body5 := payBody("moved-5b", `"amount":1000,"provider":"channel_c","payer":{"phone":"+221771234561"}`)
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-8", body: body5}).
+			want(t, 503, xaalis.EGatewayUnavailable)
+		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range emu.Collections() {
+			cols[c.Reference] = c.ID
+		}
+		var fifth txRecord
+		e.do(call{method: "GET", path: "/v1/payments/moved-5b", key: keys.SecretLive}).want(t, 200, "").data(t, &fifth)
+		if d, err := emu.PayerAct(cols[fifth.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+			t.Fatalf("the fifth notification: %+v %v", d, err)
+		}
+		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-8", invalid: true,
+			body: strings.Replace(body5, `"amount":1000`, `"amount":1000,"expires_in":600`, 1)}).want(t, 422, xaalis.EValidation)
+		if got := e.balance(t, keys.SecretLive).Available; got != 2*4940+1976+2*988 {
 			t.Fatalf("available %v", got)
 		}
 		e.ledgerOK(t)

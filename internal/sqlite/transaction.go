@@ -528,7 +528,7 @@ func (t *Tx) UpdateTransaction(ctx context.Context, x *xaalis.Transaction) error
 	vals := make([]any, 0, len(txColumnList))
 	for i, c := range txColumnList {
 		switch c {
-		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type", "creation_key":
+		case "id", "merchant_id", "mode", "type", "reference", "created_at", "parent_id", "idempotency_key", "key_type":
 			continue
 		}
 		sets = append(sets, c+" = ?")

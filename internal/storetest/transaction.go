@@ -46,15 +46,15 @@ func testTransaction(t *testing.T, s xaalis.Store) {
 	if got.CreationKey != "create-order-1" {
 		t.Fatalf("creation key %q", got.CreationKey)
 	}
-	// It never changes: an update leaves it as created.
+	// An update writes it (a retry under another key takes the payment).
 	if err := s.Update(ctx, func(tx xaalis.Tx) error {
 		u := *got
-		u.CreationKey, u.Status = "", xaalis.StatusPending
+		u.CreationKey, u.Status = "create-order-1-again", xaalis.StatusPending
 		return tx.UpdateTransaction(ctx, &u)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = s.Transaction(ctx, m.ID, x.ID); err != nil || got.CreationKey != "create-order-1" || got.Status != xaalis.StatusPending {
+	if got, err = s.Transaction(ctx, m.ID, x.ID); err != nil || got.CreationKey != "create-order-1-again" || got.Status != xaalis.StatusPending {
 		t.Fatalf("after an update: %+v %v", got, err)
 	}
 	if got.Reference != x.Reference || got.MerchantRef != "order-1" || got.Amount != x.Amount || got.LimitAmount != 500000 ||

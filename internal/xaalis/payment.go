@@ -294,9 +294,10 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, idemKey string, i
 	// the payment, its initiation and its answer are one transaction.
 	hookNow := provider == ""
 	inTx := !hookNow && a.Gateway != nil && a.Gateway.InProcess(t.Mode)
-	if !hookNow && !inTx {
-		// Only such a payment can outlive a 5xx answer to its creation:
-		// the request retried under its key is answered it (createdBy).
+	if !hookNow {
+		// A payment sent to a provider can outlive a 5xx answer to its
+		// creation: the request retried under its key is answered it
+		// (createdBy).
 		t.CreationKey = idemKey
 	}
 	// Its amount is reserved against the limits until it is in the volume
@@ -347,8 +348,18 @@ func (a *App) CreatePayment(ctx context.Context, p *Principal, idemKey string, i
 			// A retry of a creation whose initiation never reached the
 			// provider: carry on with the same payment. Past its
 			// expires_at it is sent to no provider: the expiry, which runs
-			// every few seconds, ends it.
+			// every few seconds, ends it. A retry under another key makes
+			// that key the payment's: the one its client retries with.
+			key := t.CreationKey
 			t = existing
+			if key != "" && key != t.CreationKey {
+				t.CreationKey = key
+				if !inTx {
+					if err := tx.UpdateTransaction(ctx, t); err != nil {
+						return fmt.Errorf("update transaction: %w", err)
+					}
+				}
+			}
 			if !inTx {
 				return nil
 			}
@@ -505,7 +516,10 @@ func resumable(old, t *Transaction) bool {
 // samePayment reports whether old, a payment with a provider, has every
 // field the request t asks for.
 func samePayment(old, t *Transaction) bool {
+	// expires_in is kept as expires_at: the same request asks the same
+	// lifetime from its creation.
 	return old.Type == TypePayment && old.Provider != "" && old.Provider == t.Provider && old.Amount == t.Amount &&
+		old.ExpiresAt.Sub(old.CreatedAt) == t.ExpiresAt.Sub(t.CreatedAt) &&
 		old.PayerPhone == t.PayerPhone && old.PayerName == t.PayerName && old.Country == t.Country &&
 		old.SuccessURL == t.SuccessURL && old.FailedURL == t.FailedURL && old.CallbackURL == t.CallbackURL &&
 		maps.Equal(old.Metadata, t.Metadata)
@@ -970,10 +984,13 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 // asked again later (ReconcileDue), in case that notification is lost. A
 // provider's own final answer needs no such poll.
 func (a *App) closeOpen(ctx context.Context, tx Tx, t *Transaction, to Status, event, reason string) error {
+	// A provider that refused the initiation (502 gateway_error) holds no
+	// collection the payer could pay.
+	refused := t.ProviderRef == "" && t.FailureReason == string(EGatewayError)
 	if err := a.transition(ctx, tx, t, to, event, reason); err != nil {
 		return err
 	}
-	if !t.collectedLate() {
+	if !t.collectedLate() || refused {
 		return nil
 	}
 	return tx.SetLatePoll(ctx, t.ID, a.nextLatePoll(t.UpdatedAt, t.UpdatedAt))
@@ -1564,21 +1581,20 @@ func (a *App) pollLate(ctx context.Context, t *Transaction) (moved bool, err err
 	}
 	var st *ProviderStatus
 	var found *Initiation
+	state := ProviderPending
 	if t.ProviderRef == "" {
 		// Its initiation's answer was lost: the provider may hold it
 		// under its reference.
-		if in, err := a.Gateway.Collection(ctx, t.Mode, t.Provider, t.Reference); err == nil {
-			found = &in
+		in, err := a.Gateway.Collection(ctx, t.Mode, t.Provider, t.Reference)
+		switch {
+		case err == nil:
+			found, state = &in, in.State
+		case errors.Is(err, ErrNotFound):
+			// The provider never received it: nothing to collect.
+			state = ProviderFailed
 		}
 	} else if s, err := a.Gateway.Status(ctx, t.Mode, t.Provider, t.Route, t.ProviderRef); err == nil {
-		st = &s
-	}
-	state := ProviderPending
-	switch {
-	case found != nil:
-		state = found.State
-	case st != nil:
-		state = st.State
+		st, state = &s, s.State
 	}
 	if _, _, final := outcome(state); !final {
 		return false, nil

@@ -113,10 +113,10 @@ type Transaction struct {
 	Fee Amount
 	// IdempotencyKey is the key a payout or refund was created under.
 	IdempotencyKey string
-	// CreationKey is the Idempotency-Key of the request that created a
-	// payment whose provider is asked after the creating transaction
-	// commits (live mode), "" otherwise: that request, retried after a
-	// 5xx, is answered the payment whatever it became meanwhile.
+	// CreationKey is the Idempotency-Key of the last request that created
+	// or resumed a payment sent to a provider, "" otherwise: that request,
+	// retried after a 5xx, is answered the payment whatever it became
+	// meanwhile (createdBy).
 	CreationKey string
 	// Description is a payout's or refund's free text (the refund reason).
 	Description string
