@@ -94,8 +94,30 @@ func TestDisabledCountry(t *testing.T) {
 			body: `{"merchant_ref":"dc-po","amount":1000,"currency":"XOF","provider":"channel_a","country":"CI","recipient":{"phone":"+2250700000001"}}`}).
 			want(t, 422, xaalis.EProviderCountryUnsupported)
 		// The merchant_ref is free for a payout that can be made.
-		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "dc-po-sn",
-			body: payoutBody("dc-po", 1000, "channel_a", "+221771112233")}).want(t, 201, "")
+		var po txRecord
+		body := payoutBody("dc-po", 1000, "channel_a", "+221771112233")
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "dc-po-sn", body: body}).
+			want(t, 201, "").data(t, &po)
+		// The country disabled, then the same request under its key, its
+		// answer no longer kept (a day later; or never stored, the
+		// process stopped mid-call): it is answered its payout, not
+		// refused, which the client would take for "not made" and pay
+		// again elsewhere.
+		spec := e.app.Config.Providers["channel_a"]
+		spec.DisabledCountries = []xaalis.Country{"CI", "SN"}
+		cfg := *e.app.Config
+		cfg.Providers = maps.Clone(cfg.Providers)
+		cfg.Providers["channel_a"] = spec
+		e.app.Config = &cfg
+		e.clock.Advance(25 * time.Hour)
+		var again txRecord
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "dc-po-sn", body: body}).
+			want(t, 201, "").data(t, &again)
+		if again.ID != po.ID {
+			t.Fatalf("the retry: %+v, want %s", again, po.ID)
+		}
+		e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretTest, idem: "dc-po-sn-2",
+			body: payoutBody("dc-po-2", 1000, "channel_a", "+221771112233")}).want(t, 422, xaalis.EProviderCountryUnsupported)
 		e.ledgerOK(t)
 	})
 }

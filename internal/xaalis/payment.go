@@ -984,13 +984,13 @@ func (a *App) move(ctx context.Context, tx Tx, t *Transaction, to Status, event,
 // asked again later (ReconcileDue), in case that notification is lost. A
 // provider's own final answer needs no such poll.
 func (a *App) closeOpen(ctx context.Context, tx Tx, t *Transaction, to Status, event, reason string) error {
-	// A provider that refused the initiation (502 gateway_error) holds no
-	// collection the payer could pay.
-	refused := t.ProviderRef == "" && t.FailureReason == string(EGatewayError)
+	// Even one whose last attempt a provider refused (502 gateway_error):
+	// an earlier attempt, or another route, may have reached it. One the
+	// provider never received stops at the first poll (pollLate).
 	if err := a.transition(ctx, tx, t, to, event, reason); err != nil {
 		return err
 	}
-	if !t.collectedLate() || refused {
+	if !t.collectedLate() {
 		return nil
 	}
 	return tx.SetLatePoll(ctx, t.ID, a.nextLatePoll(t.UpdatedAt, t.UpdatedAt))

@@ -112,37 +112,50 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 		return nil, err
 	}
 	spec, ok := a.Config.Providers[provider]
-	switch {
-	case !ok || !spec.Enabled:
-		return nil, E(EProviderUnavailable, "provider", provider)
-	case p.Mode() == ModeLive && !spec.LiveReady():
-		return nil, liveUnconfigured(provider)
-	case !spec.Serves(country):
-		return nil, E(EProviderCountryUnsupported, "provider", provider, "country", string(country))
-	case !m.AllowsProvider(provider):
-		return nil, E(EMerchantProviderNotAuthorized, "provider", provider)
-	case !spec.Payouts:
-		return nil, E(EProviderPayoutUnsupported, "provider", provider)
+	var grid FeeGrid
+	var xof int64
+	// The provider's and the merchant's rules, as the configuration says
+	// now: a payout made before under the request's key is answered
+	// rather than refused by a rule changed since (payoutBefore).
+	check := func() error {
+		switch {
+		case !ok || !spec.Enabled:
+			return E(EProviderUnavailable, "provider", provider)
+		case p.Mode() == ModeLive && !spec.LiveReady():
+			return liveUnconfigured(provider)
+		case !spec.Serves(country):
+			return E(EProviderCountryUnsupported, "provider", provider, "country", string(country))
+		case !m.AllowsProvider(provider):
+			return E(EMerchantProviderNotAuthorized, "provider", provider)
+		case !spec.Payouts:
+			return E(EProviderPayoutUnsupported, "provider", provider)
+		}
+		var found bool
+		if grid, found = a.Config.FeeGrid(provider, country); !found {
+			return E(EFeesUnavailable, "provider", provider, "country", string(country))
+		}
+		var err error
+		if xof, err = a.inXOF(amount); err != nil {
+			return err
+		}
+		if spec.MinAmount > 0 && xof < spec.MinAmount {
+			return E(EAmountBelowProviderMinimum, "minimum", spec.MinAmount, "provider", provider, "currency", string(XOF))
+		}
+		// The merchant's per-transaction floor and ceiling bound its payouts as
+		// its payments ("Payment and payout validation").
+		l := a.Config.LimitsFor(m.ID)
+		if l.MinAmount > 0 && xof < l.MinAmount {
+			return E(EAmountBelowMerchantMinimum, "minimum", l.MinAmount, "currency", string(XOF))
+		}
+		if l.MaxAmount > 0 && xof > l.MaxAmount {
+			return E(EAmountAboveMerchantMaximum, "maximum", l.MaxAmount, "currency", string(XOF))
+		}
+		return nil
 	}
-	grid, ok := a.Config.FeeGrid(provider, country)
-	if !ok {
-		return nil, E(EFeesUnavailable, "provider", provider, "country", string(country))
-	}
-	xof, err := a.inXOF(amount)
-	if err != nil {
-		return nil, err
-	}
-	if spec.MinAmount > 0 && xof < spec.MinAmount {
-		return nil, E(EAmountBelowProviderMinimum, "minimum", spec.MinAmount, "provider", provider, "currency", string(XOF))
-	}
-	// The merchant's per-transaction floor and ceiling bound its payouts as
-	// its payments ("Payment and payout validation").
-	l := a.Config.LimitsFor(m.ID)
-	if l.MinAmount > 0 && xof < l.MinAmount {
-		return nil, E(EAmountBelowMerchantMinimum, "minimum", l.MinAmount, "currency", string(XOF))
-	}
-	if l.MaxAmount > 0 && xof > l.MaxAmount {
-		return nil, E(EAmountAboveMerchantMaximum, "maximum", l.MaxAmount, "currency", string(XOF))
+	if refusal := check(); refusal != nil {
+		return a.payoutBefore(ctx, p, idemKey, ref, func(old *Transaction) bool {
+			return old.Amount == amount && old.Provider == provider && old.PayerPhone == phone
+		}, refusal)
 	}
 	now := a.now()
 	t := &Transaction{
@@ -264,17 +277,43 @@ func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, erro
 		case ErrorCode(perr) == ENotFound && t.Status == StatusInitiated:
 			// The provider never received it: sending now cannot send twice.
 			res, perr = a.sendPayout(ctx, t)
-		case ErrorCode(perr) == ENotFound:
-			// A pending payout its provider took, now unknown to whoever
-			// answered (in test mode, another server process's simulator,
-			// which holds its payouts in memory): no outcome, and no
-			// failure to tell either; it is asked again later.
+		case ErrorCode(perr) == ENotFound && t.Mode == ModeTest:
+			// A pending test payout unknown to this process's simulator,
+			// which holds its payouts in memory (another process made
+			// it): no outcome, and no failure to tell either. A live
+			// provider that lost a payout it took keeps not_found as the
+			// payout's failure_reason, for the operator to see.
 			return a.applyPayout(context.WithoutCancel(ctx), id, nil, nil)
 		}
 	} else {
 		res, perr = a.sendPayout(ctx, t)
 	}
 	return a.applyPayout(context.WithoutCancel(ctx), id, &res, perr)
+}
+
+// payoutBefore answers a payout request that a rule refused (refusal)
+// with the payout the same request made before under its Idempotency-Key
+// (its answer never stored: a process stopped mid-call), as it now is,
+// running the request's commit hook: the rule changed since (a country
+// disabled, a limit lowered), and the payout is made, or being made. Told
+// "refused", the client would pay again elsewhere. Without one, the
+// refusal stands.
+func (a *App) payoutBefore(ctx context.Context, p *Principal, idemKey, ref string, same func(*Transaction) bool, refusal error) (*Transaction, error) {
+	if idemKey == "" || ref == "" {
+		return nil, refusal
+	}
+	list, err := a.Store.LookupTransactions(ctx, p.Merchant.ID, ref)
+	if err != nil {
+		return nil, refusal
+	}
+	for _, x := range list {
+		if x.Type != TypePayout || x.Mode != p.Mode() || x.MerchantRef != ref || x.IdempotencyKey != idemKey || !same(x) {
+			continue
+		}
+		// As it is: the dispatcher carries an open one on.
+		return a.applyPayout(ctx, x.ID, nil, nil)
+	}
+	return nil, refusal
 }
 
 func (a *App) sendPayout(ctx context.Context, t *Transaction) (PayoutResult, error) {
