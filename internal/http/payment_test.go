@@ -948,144 +948,85 @@ func TestLatePollStops(t *testing.T) {
 func TestPaymentRetriedAfterItMoved(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e, emu, keys := liveEnv(t, b)
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
-			t.Fatal(err)
+		route := func(sw provider.RouteSwitches) {
+			t.Helper()
+			if err := emu.SetRoute("channel_c", "direct", sw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// answerLost sends body under each key in turn, each answered 503
+		// (the provider took the collection, its answer timed out), then
+		// has the payer pay: the notification settles the payment.
+		answerLost := func(ref, body string, idems ...string) txRecord {
+			t.Helper()
+			route(provider.RouteSwitches{Timeout: true})
+			for _, idem := range idems {
+				e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: idem, body: body}).
+					want(t, 503, xaalis.EGatewayUnavailable)
+			}
+			route(provider.RouteSwitches{})
+			var p txRecord
+			e.do(call{method: "GET", path: "/v1/payments/" + ref, key: keys.SecretLive}).want(t, 200, "").data(t, &p)
+			col := ""
+			for _, c := range emu.Collections() {
+				if c.Reference == p.Reference {
+					col = c.ID
+				}
+			}
+			if d, err := emu.PayerAct(col, xaalis.ProviderSuccess); err != nil || d.Status != 200 {
+				t.Fatalf("the notification of %s: %+v %v", ref, d, err)
+			}
+			if st := e.status(t, keys.SecretLive, p.ID); st != "success" {
+				t.Fatalf("%s after the notification: %s", ref, st)
+			}
+			return p
+		}
+		retried := func(idem, body string, want txRecord) {
+			t.Helper()
+			var again txRecord
+			e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: idem, body: body}).
+				want(t, 201, "").data(t, &again)
+			if again.ID != want.ID || again.Status != "success" {
+				t.Fatalf("the retry under %s: %+v, want %s in success", idem, again, want.ID)
+			}
 		}
 		body := payBody("moved-1", `"amount":5000,"provider":"channel_c","payer":{"phone":"+221771234567"}`)
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-1", body: body}).
-			want(t, 503, xaalis.EGatewayUnavailable)
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
-			t.Fatal(err)
-		}
-		var before txRecord
-		e.do(call{method: "GET", path: "/v1/payments/moved-1", key: keys.SecretLive}).want(t, 200, "").data(t, &before)
-		cols := map[string]string{}
-		for _, c := range emu.Collections() {
-			cols[c.Reference] = c.ID
-		}
-		if d, err := emu.PayerAct(cols[before.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
-			t.Fatalf("the notification: %+v %v", d, err)
-		}
-		if st := e.status(t, keys.SecretLive, before.ID); st != "success" {
-			t.Fatalf("after the notification: %s", st)
-		}
-		var again txRecord
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-1", body: body}).
-			want(t, 201, "").data(t, &again)
-		if again.ID != before.ID || again.Status != "success" {
-			t.Fatalf("the retry: %+v, want %s in success", again, before.ID)
-		}
+		first := answerLost("moved-1", body, "create-moved-1")
+		retried("create-moved-1", body, first)
 		// Its answer is the key's from now on.
-		var replay txRecord
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-1", body: body}).
-			want(t, 201, "").data(t, &replay)
-		if replay.ID != before.ID {
-			t.Fatalf("the replay: %+v", replay)
-		}
+		retried("create-moved-1", body, first)
 		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-2", body: body, invalid: true}).
 			want(t, 422, xaalis.EValidation)
 		// The key released again (a 5xx) with another amount: another
 		// payment, whose merchant_ref is taken.
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
-			t.Fatal(err)
-		}
 		body2 := payBody("moved-2", `"amount":5000,"provider":"channel_c","payer":{"phone":"+221771234568"}`)
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-3", body: body2}).
-			want(t, 503, xaalis.EGatewayUnavailable)
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range emu.Collections() {
-			cols[c.Reference] = c.ID
-		}
-		var second txRecord
-		e.do(call{method: "GET", path: "/v1/payments/moved-2", key: keys.SecretLive}).want(t, 200, "").data(t, &second)
-		if d, err := emu.PayerAct(cols[second.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
-			t.Fatalf("the second notification: %+v %v", d, err)
-		}
+		answerLost("moved-2", body2, "create-moved-3")
 		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-3", invalid: true,
 			body: strings.Replace(body2, `"amount":5000`, `"amount":6000`, 1)}).want(t, 422, xaalis.EValidation)
 		// A retry that a check refuses, because the payment itself now
 		// counts against the merchant's day (10,000 XOF collected, a
 		// ceiling of 12,000), is answered the payment too.
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
-			t.Fatal(err)
-		}
 		body3 := payBody("moved-3", `"amount":2000,"provider":"channel_c","payer":{"phone":"+221771234569"}`)
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-4", body: body3}).
-			want(t, 503, xaalis.EGatewayUnavailable)
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range emu.Collections() {
-			cols[c.Reference] = c.ID
-		}
-		var third txRecord
-		e.do(call{method: "GET", path: "/v1/payments/moved-3", key: keys.SecretLive}).want(t, 200, "").data(t, &third)
-		if d, err := emu.PayerAct(cols[third.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
-			t.Fatalf("the third notification: %+v %v", d, err)
-		}
+		third := answerLost("moved-3", body3, "create-moved-4")
 		cfg := *e.app.Config
 		cfg.MerchantLimits.Daily = 12000
 		e.app.Config = &cfg
 		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-5",
 			body: payBody("moved-5", `"amount":2000,"provider":"channel_c","payer":{"phone":"+221771234569"}`)}).
 			want(t, 422, xaalis.EMerchantLimitExceeded)
-		var again3 txRecord
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-4", body: body3}).
-			want(t, 201, "").data(t, &again3)
-		if again3.ID != third.ID || again3.Status != "success" {
-			t.Fatalf("the retry a check refused: %+v", again3)
-		}
-		// The client changed keys between its retries: the key of the last
-		// attempt is the payment's.
+		retried("create-moved-4", body3, third)
 		cfg.MerchantLimits.Daily = 0
 		e.app.Config = &cfg
+		// The client changed keys between its retries: the key of the last
+		// attempt is the payment's.
 		e.clock.Advance(2 * time.Minute) // channel_c's breaker, opened by the timeouts, half-open again
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
-			t.Fatal(err)
-		}
 		body4 := payBody("moved-4", `"amount":1000,"provider":"channel_c","payer":{"phone":"+221771234560"}`)
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-6", body: body4}).
-			want(t, 503, xaalis.EGatewayUnavailable)
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-7", body: body4}).
-			want(t, 503, xaalis.EGatewayUnavailable)
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range emu.Collections() {
-			cols[c.Reference] = c.ID
-		}
-		var fourth txRecord
-		e.do(call{method: "GET", path: "/v1/payments/moved-4", key: keys.SecretLive}).want(t, 200, "").data(t, &fourth)
-		if d, err := emu.PayerAct(cols[fourth.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
-			t.Fatalf("the fourth notification: %+v %v", d, err)
-		}
-		var again4 txRecord
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-7", body: body4}).
-			want(t, 201, "").data(t, &again4)
-		if again4.ID != fourth.ID || again4.Status != "success" {
-			t.Fatalf("the retry under the last attempt's key: %+v", again4)
-		}
+		fourth := answerLost("moved-4", body4, "create-moved-6", "create-moved-7")
+		retried("create-moved-7", body4, fourth)
 		// Another expires_in is another request.
 		e.clock.Advance(2 * time.Minute)
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{Timeout: true}); err != nil {
-			t.Fatal(err)
-		}
 		body5 := payBody("moved-5b", `"amount":1000,"provider":"channel_c","payer":{"phone":"+221771234561"}`)
-		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-8", body: body5}).
-			want(t, 503, xaalis.EGatewayUnavailable)
-		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range emu.Collections() {
-			cols[c.Reference] = c.ID
-		}
-		var fifth txRecord
-		e.do(call{method: "GET", path: "/v1/payments/moved-5b", key: keys.SecretLive}).want(t, 200, "").data(t, &fifth)
-		if d, err := emu.PayerAct(cols[fifth.Reference], xaalis.ProviderSuccess); err != nil || d.Status != 200 {
-			t.Fatalf("the fifth notification: %+v %v", d, err)
-		}
+		answerLost("moved-5b", body5, "create-moved-8")
 		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretLive, idem: "create-moved-8", invalid: true,
 			body: strings.Replace(body5, `"amount":1000`, `"amount":1000,"expires_in":600`, 1)}).want(t, 422, xaalis.EValidation)
 		if got := e.balance(t, keys.SecretLive).Available; got != 2*4940+1976+2*988 {
