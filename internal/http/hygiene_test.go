@@ -275,6 +275,45 @@ func TestPathBytes(t *testing.T) {
 	})
 }
 
+// TestReadEdges: GET /v1/status/{reference} reads payments and payouts
+// ("works for payments and payouts"), not refunds; a publishable key finds
+// a payment by its id in upper case as a secret key does; a precheck
+// refuses an empty merchant_ref or success_url as creation does (it said
+// allowed); ?active= takes true or false only; a merchant_ref "." or ".."
+// (which no URL path names) is refused.
+func TestReadEdges(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		_, p := e.pay(t, keys.SecretTest, "re-1", `"amount":5000,"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)
+		var rf txRecord
+		e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretTest, idem: "re-rf",
+			body: `{"transaction_id":"` + p.ID + `","amount":500}`}).want(t, 201, "").data(t, &rf)
+		for _, k := range []string{rf.ID, rf.Reference} {
+			e.do(call{method: "GET", path: "/v1/status/" + k, key: keys.SecretTest}).want(t, 404, xaalis.ENotFound)
+		}
+		e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretTest}).want(t, 200, "")
+		e.do(call{method: "GET", path: "/v1/status/" + p.Reference, key: keys.SecretTest}).want(t, 200, "")
+		e.do(call{method: "GET", path: "/v1/status/" + strings.ToUpper(p.ID), key: keys.PublishableTest}).want(t, 200, "")
+		for _, body := range []string{`{"amount":1000,"provider":"channel_a","merchant_ref":""}`,
+			`{"amount":1000,"provider":"channel_a","success_url":""}`} {
+			e.do(call{method: "POST", path: "/v1/payments/precheck", key: keys.SecretTest, body: body, invalid: true}).
+				want(t, 422, xaalis.EValidation)
+		}
+		for _, v := range []string{"1", "t", "TRUE", "0"} {
+			e.do(call{method: "GET", path: "/v1/plans?active=" + v, key: keys.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
+		}
+		e.do(call{method: "GET", path: "/v1/plans?active=false", key: keys.SecretTest}).want(t, 200, "")
+		for _, ref := range []string{".", ".."} {
+			r := e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "re-dot" + ref, invalid: true,
+				body: payBody(ref, `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)}).want(t, 422, xaalis.EValidation)
+			if len(r.err.Errors["merchant_ref"]) == 0 {
+				t.Fatalf("merchant_ref %q: %s", ref, r.body)
+			}
+		}
+	})
+}
+
 // TestAllowOnConcretePaths: a concrete path that a templated one also
 // matches answers every other method 405 with its own Allow, POST, not
 // the template's GET merged in; GET /v1/events/redeliver is not the event

@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
 )
@@ -29,8 +28,10 @@ func (s *Server) handlePlanList(w http.ResponseWriter, r *http.Request) {
 	}
 	var active *bool
 	if v := r.URL.Query().Get("active"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
+		// The contract's words only: strconv.ParseBool also took 1, t,
+		// TRUE, 0, which the message below rules out.
+		b := v == "true"
+		if v != "true" && v != "false" {
 			Error(w, r, &xaalis.Error{Code: xaalis.EValidation, Fields: map[string][]string{"active": {"must be true or false"}}})
 			return
 		}

@@ -105,7 +105,9 @@ func (in *PaymentInput) payerFields(v ValidationErrors, country Country) (phone,
 // validURL checks an absolute http(s) URL.
 func validURL(v ValidationErrors, field string, s *string, required bool) string {
 	if s == nil || strings.TrimSpace(*s) == "" {
-		if required {
+		// Absent, it is refused where required; given empty, always (a
+		// precheck checks what it is given as creation would).
+		if required || s != nil {
 			v.Add(field, "is required")
 		}
 		return ""
@@ -116,6 +118,27 @@ func validURL(v ValidationErrors, field string, s *string, required bool) string
 		return ""
 	}
 	return u.String()
+}
+
+// checkMerchantRef checks a merchant_ref: required (absent or empty) when
+// required, and when given at most 100 characters and not "." or ".."
+// (which no URL path carries: GET /v1/status/{reference} could never find
+// it). It returns the trimmed value.
+func checkMerchantRef(v ValidationErrors, in *string, required bool) string {
+	if in == nil || strings.TrimSpace(*in) == "" {
+		if required || in != nil {
+			v.Add("merchant_ref", "is required")
+		}
+		return ""
+	}
+	ref := strings.TrimSpace(*in)
+	switch {
+	case utf8.RuneCountInString(ref) > 100:
+		v.Add("merchant_ref", "must be at most 100 characters")
+	case ref == "." || ref == "..":
+		v.Add("merchant_ref", `must not be "." or "..", which a URL path cannot name`)
+	}
+	return ref
 }
 
 // callbackURL checks a callback_url: it receives webhooks, so the webhook
@@ -179,14 +202,9 @@ func (a *App) draftPayment(ctx context.Context, p *Principal, in PaymentInput, p
 		return nil, E(EMerchantKYCRequired)
 	}
 	v := ValidationErrors{}
-	ref := ""
-	if in.MerchantRef == nil || strings.TrimSpace(*in.MerchantRef) == "" {
-		if !precheck {
-			v.Add("merchant_ref", "is required")
-		}
-	} else if ref = strings.TrimSpace(*in.MerchantRef); utf8.RuneCountInString(ref) > 100 {
-		v.Add("merchant_ref", "must be at most 100 characters")
-	}
+	// A precheck needs no merchant_ref, but checks one given, empty too:
+	// creation would refuse it.
+	ref := checkMerchantRef(v, in.MerchantRef, !precheck)
 	cur := XOF
 	if in.Currency != nil {
 		if cur = Currency(strings.ToUpper(strings.TrimSpace(*in.Currency))); !cur.Valid() {
@@ -1026,11 +1044,17 @@ func (a *App) writeEvent(ctx context.Context, tx Tx, t *Transaction, event strin
 	return a.emit(ctx, tx, ev, t.CallbackURL)
 }
 
-// LookupTransaction finds one of the merchant's transactions by id, TXN-
-// reference (16 or 14 characters) or merchant_ref, in the key's mode. It
-// returns not_found or livemode_mismatch.
+// LookupTransaction finds one of the merchant's payments or payouts by id,
+// TXN- reference (16 or 14 characters) or merchant_ref, in the key's mode
+// (the spec's GET /v1/status/{reference}: "works for payments and
+// payouts"; a refund is read at GET /v1/refunds/{id}). It returns
+// not_found or livemode_mismatch.
 func (a *App) LookupTransaction(ctx context.Context, p *Principal, key string) (*Transaction, error) {
-	return a.lookup(ctx, p, key, "")
+	t, err := a.lookup(ctx, p, key, "")
+	if err == nil && t.Type == TypeRefund {
+		return nil, ErrNotFound
+	}
+	return t, err
 }
 
 // lookup finds a transaction by id, reference or merchant_ref, of one

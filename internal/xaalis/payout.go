@@ -59,12 +59,7 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 		return nil, E(EPayoutsDisabled)
 	}
 	v := ValidationErrors{}
-	ref := ""
-	if in.MerchantRef == nil || strings.TrimSpace(*in.MerchantRef) == "" {
-		v.Add("merchant_ref", "is required")
-	} else if ref = strings.TrimSpace(*in.MerchantRef); utf8.RuneCountInString(ref) > 100 {
-		v.Add("merchant_ref", "must be at most 100 characters")
-	}
+	ref := checkMerchantRef(v, in.MerchantRef, true)
 	cur := m.SettlementCurrency
 	if in.Currency != nil {
 		if cur = Currency(strings.ToUpper(strings.TrimSpace(*in.Currency))); cur != m.SettlementCurrency {

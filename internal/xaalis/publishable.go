@@ -144,6 +144,12 @@ func (a *App) PublicStatus(ctx context.Context, p *Principal, key string) (Payme
 	if key == "" || len(key) > 255 {
 		return PaymentStatus{}, ErrNotFound
 	}
+	if low := strings.ToLower(key); low != key && isUUID(low) {
+		// An id in upper case, found as lookup finds it for a secret key
+		// (RFC 9562 reads UUIDs in either case; ids are stored in lower
+		// case). Never a merchant_ref here.
+		key = low
+	}
 	list, err := a.Store.LookupTransactions(ctx, p.Merchant.ID, key)
 	if err != nil {
 		return PaymentStatus{}, fmt.Errorf("lookup transaction: %w", err)

@@ -98,7 +98,7 @@ func (a *App) CreateSplits(ctx context.Context, p *Principal, key string, in Spl
 	if len(in.Items) == 0 {
 		return nil, E(ESplitItemsRequired)
 	}
-	pay, err := a.LookupTransaction(ctx, p, key)
+	pay, err := a.lookup(ctx, p, key, "")
 	if err != nil {
 		return nil, err
 	}
