@@ -95,6 +95,11 @@ func (s *Server) api(ra routeAuth, h http.HandlerFunc) http.Handler {
 			Error(w, r, err)
 			return
 		}
+		if id := r.PathValue("id"); id != "" && idsOnly(r.URL.Path) {
+			// These routes' {id} is a UUID (a dispute's, or its DSP-
+			// reference): found in either case, as a payment's is.
+			r.SetPathValue("id", xaalis.UUIDLower(id))
+		}
 		ctx := context.WithValue(r.Context(), ctxPrincipal, p)
 		if idemKey != "" {
 			ctx = context.WithValue(ctx, ctxKnownKey, knownKey{key: idemKey, rec: rec})
@@ -148,3 +153,17 @@ func addressKey(ip netip.Addr) string {
 	}
 	return ip.String()
 }
+
+// idsOnly reports whether a path's {id} names an object by its UUID (or a
+// reference no UUID resembles), never by a merchant's own text: there an
+// id in upper case is the same id. A payment's {id} may be a merchant_ref
+// that only looks like a UUID; lookup tries it as written first.
+func idsOnly(path string) bool {
+	for _, p := range []string{"/v1/plans/", "/v1/customers/", "/v1/subscriptions/", "/v1/events/", "/v1/webhook-endpoints/", "/v1/disputes/"} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
+

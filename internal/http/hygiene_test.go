@@ -304,6 +304,20 @@ func TestReadEdges(t *testing.T) {
 			e.do(call{method: "GET", path: "/v1/plans?active=" + v, key: keys.SecretTest, invalid: true}).want(t, 422, xaalis.EValidation)
 		}
 		e.do(call{method: "GET", path: "/v1/plans?active=false", key: keys.SecretTest}).want(t, 200, "")
+		// An id in upper case is the same id on every route that takes one.
+		var plan, cust, ev struct{ ID string }
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "re-plan",
+			body: `{"name":"Box","amount":5000,"interval":"month"}`}).want(t, 201, "").data(t, &plan)
+		var custs []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &custs)
+		cust = custs[0]
+		var evs []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/events", key: keys.SecretTest}).want(t, 200, "").data(t, &evs)
+		ev = evs[0]
+		for _, path := range []string{"/v1/plans/" + plan.ID, "/v1/customers/" + cust.ID, "/v1/events/" + ev.ID} {
+			i := strings.LastIndex(path, "/")
+			e.do(call{method: "GET", path: path[:i+1] + strings.ToUpper(path[i+1:]), key: keys.SecretTest}).want(t, 200, "")
+		}
 		for _, ref := range []string{".", ".."} {
 			r := e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "re-dot" + ref, invalid: true,
 				body: payBody(ref, `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)}).want(t, 422, xaalis.EValidation)

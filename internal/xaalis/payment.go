@@ -1111,6 +1111,16 @@ func (a *App) lookup(ctx context.Context, p *Principal, key string, typ TxType) 
 }
 
 // isUUID reports whether s is a UUID in its 36-character hyphenated form.
+// UUIDLower returns s in lower case when it is a UUID in another case, s
+// otherwise: ids are stored in lower case, and RFC 9562 reads UUIDs in
+// either case.
+func UUIDLower(s string) string {
+	if low := strings.ToLower(s); low != s && isUUID(low) {
+		return low
+	}
+	return s
+}
+
 func isUUID(s string) bool {
 	if len(s) != 36 {
 		return false
