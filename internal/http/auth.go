@@ -166,4 +166,3 @@ func idsOnly(path string) bool {
 	}
 	return false
 }
-
