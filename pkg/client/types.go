@@ -168,7 +168,9 @@ type PaymentCustomer struct {
 // PayerPhone and PayerName, or Customer. Without Provider the payer
 // chooses on the hosted page (PaymentURL).
 type PaymentParams struct {
-	MerchantRef string           `json:"merchant_ref"`
+	// MerchantRef, SuccessURL and FailedURL are required to create a
+	// payment; a precheck checks them only when given (empty: not sent).
+	MerchantRef string           `json:"merchant_ref,omitempty"`
 	Amount      int64            `json:"amount"`
 	Currency    Currency         `json:"currency,omitempty"`
 	Provider    Provider         `json:"provider,omitempty"`
@@ -179,8 +181,8 @@ type PaymentParams struct {
 	PayerPhone  string           `json:"payer_phone,omitempty"`
 	PayerName   string           `json:"payer_name,omitempty"`
 	Customer    *PaymentCustomer `json:"customer,omitempty"`
-	SuccessURL  string           `json:"success_url"`
-	FailedURL   string           `json:"failed_url"`
+	SuccessURL  string           `json:"success_url,omitempty"`
+	FailedURL   string           `json:"failed_url,omitempty"`
 	CallbackURL string           `json:"callback_url,omitempty"`
 	// Metadata values may be strings, numbers or booleans (kept as text).
 	Metadata  map[string]any `json:"metadata,omitempty"`
