@@ -89,7 +89,7 @@ func (s *Server) handleSubscriptionCreate(w http.ResponseWriter, r *http.Request
 		Error(w, r, err)
 		return
 	}
-	sub, err := s.App.CreateSubscription(s.committing(r, http.StatusCreated), principal(r), in)
+	sub, err := s.App.CreateSubscription(s.committing(r, http.StatusCreated), principal(r), r.Header.Get("Idempotency-Key"), in)
 	if err != nil {
 		Error(w, r, err)
 		return

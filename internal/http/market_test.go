@@ -613,6 +613,94 @@ func TestSubscriptionIDMetadataOfYourOwn(t *testing.T) {
 	})
 }
 
+// TestSubscriptionCreationRetried: a subscription's creation commits the
+// subscription before its first payment is asked and its answer stored; a
+// process stopped in between left the key to a retry, which subscribed the
+// customer a second time (billed twice every period). The retry under the
+// key finds the subscription made; another body under it is a conflict.
+func TestSubscriptionCreationRetried(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		ctx := context.Background()
+		var plan struct{ ID string }
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "scr-plan",
+			body: `{"name":"Box","amount":5000,"interval":"month"}`}).want(t, 201, "").data(t, &plan)
+		e.pay(t, keys.SecretTest, "scr-cust", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhonePending+`"}`)
+		var customers []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		// The first attempt's work, its answer never stored.
+		first, err := e.app.CreateSubscription(xaalis.WithCommitHook(ctx, nil), e.principal(keys.SecretTest), "scr-1",
+			xaalis.SubscriptionInput{PlanID: &plan.ID, CustomerID: &customers[0].ID, Provider: text("channel_a")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `","provider":"channel_a"}`
+		var again subRecord
+		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "scr-1", body: body}).
+			want(t, 201, "").data(t, &again)
+		if again.ID != first.ID || again.LatestPaymentID != first.LatestPaymentID {
+			t.Fatalf("the retry: %+v, want %s", again, first.ID)
+		}
+		var list []subRecord
+		e.do(call{method: "GET", path: "/v1/subscriptions", key: keys.SecretTest}).want(t, 200, "").data(t, &list)
+		if len(list) != 1 {
+			t.Fatalf("%d subscriptions, want 1", len(list))
+		}
+		// Another body under a key whose answer was never stored.
+		if _, err := e.app.CreateSubscription(xaalis.WithCommitHook(ctx, nil), e.principal(keys.SecretTest), "scr-2",
+			xaalis.SubscriptionInput{PlanID: &plan.ID, CustomerID: &customers[0].ID}); err != nil {
+			t.Fatal(err)
+		}
+		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "scr-2", body: body, invalid: true}).
+			want(t, 409, xaalis.EIdempotencyConflict)
+	})
+}
+
+// TestSubscriptionRetryOrphan: a process that stopped after asking a
+// period's payment and before recording it on the subscription left the
+// subscription due only at its period's end, and the payment orphaned:
+// asked again, its merchant_ref was taken, which counted as one more
+// failed attempt. The subscription is due again soon, and the payment
+// found by its merchant_ref is the one recorded.
+func TestSubscriptionRetryOrphan(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b.open(t))
+		_, keys := e.merchant()
+		ctx := context.Background()
+		var plan struct{ ID string }
+		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "orph-plan",
+			body: `{"name":"Box","amount":5000,"interval":"month"}`}).want(t, 201, "").data(t, &plan)
+		e.pay(t, keys.SecretTest, "orph-cust", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhonePending+`"}`)
+		var customers []struct{ ID string }
+		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		var s struct {
+			subRecord
+			Start time.Time `json:"current_period_start"`
+		}
+		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "orph-sub",
+			body: `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `","provider":"channel_a"}`}).
+			want(t, 201, "").data(t, &s)
+		e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + s.LatestPaymentID + "/simulate", key: keys.SecretTest,
+			idem: "orph-fail", body: `{"outcome":"failed"}`}).want(t, 200, "")
+		// The retry a stopped process asked and never recorded.
+		ref := fmt.Sprintf("sub-%s-%s-2", s.ID, s.Start.UTC().Format("20060102"))
+		_, orphan := e.pay(t, keys.SecretTest, ref, `"provider":"channel_a","payer":{"phone":"`+provider.TestPhonePending+`"},"metadata":{"subscription_id":"`+s.ID+`"}`)
+		if orphan.Status != "pending" {
+			t.Fatalf("orphan %+v", orphan)
+		}
+		e.clock.Advance(24*time.Hour + time.Minute)
+		if _, err := e.app.RenewDue(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		var after subRecord
+		e.do(call{method: "GET", path: "/v1/subscriptions/" + s.ID, key: keys.SecretTest}).want(t, 200, "").data(t, &after)
+		if after.LatestPaymentID != orphan.ID || after.FailedAttempts != 1 || after.Status != "active" {
+			t.Fatalf("after the retry: %+v, want %s recorded with 1 failed attempt", after, orphan.ID)
+		}
+	})
+}
+
 // TestSubscriptionDailyNeverPaid: a daily plan's retry (a day later, by
 // default) comes at or after its period's end, which started the next
 // period with its failed attempts at 0: a customer who never paid kept an

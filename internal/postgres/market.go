@@ -230,15 +230,22 @@ func (s *Store) DueSubscriptions(ctx context.Context, now time.Time, limit int) 
 
 // InsertSubscription stores a new subscription.
 func (t *Tx) InsertSubscription(ctx context.Context, s *xaalis.Subscription) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+	_, err := t.tx.Exec(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`, creation_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 		s.ID, s.MerchantID, s.Mode, s.PlanID, s.CustomerID, s.Status, s.Provider, s.CancelAtPeriodEnd,
 		s.CurrentPeriodStart, s.CurrentPeriodEnd, s.NextActionAt, s.FailedAttempts, nullString(s.LatestPaymentID),
-		s.CancelledAt, metadata(s.Metadata), s.CreatedAt, s.UpdatedAt)
+		s.CancelledAt, metadata(s.Metadata), s.CreatedAt, s.UpdatedAt, nullString(s.CreationKey))
 	if err != nil {
 		return fmt.Errorf("insert subscription: %w", err)
 	}
 	return nil
+}
+
+// SubscriptionByCreationKey finds the subscription a request created under
+// its Idempotency-Key, and locks it.
+func (t *Tx) SubscriptionByCreationKey(ctx context.Context, merchantID string, mode xaalis.Mode, key string) (*xaalis.Subscription, error) {
+	return scanSubscription("read subscription by creation key", t.tx.QueryRow(ctx, `SELECT `+subscriptionColumns+`
+		FROM subscriptions WHERE merchant_id = $1 AND mode = $2 AND creation_key = $3 FOR UPDATE`, merchantID, mode, key))
 }
 
 // SubscriptionForUpdate reads a subscription and locks its row until the

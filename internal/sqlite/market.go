@@ -297,12 +297,19 @@ func (t *Tx) InsertSubscription(ctx context.Context, s *xaalis.Subscription) err
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`, creation_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, nullString(s.CreationKey))...)
 	if err != nil {
 		return fmt.Errorf("insert subscription: %w", err)
 	}
 	return nil
+}
+
+// SubscriptionByCreationKey finds the subscription a request created under
+// its Idempotency-Key, in the write transaction.
+func (t *Tx) SubscriptionByCreationKey(ctx context.Context, merchantID string, mode xaalis.Mode, key string) (*xaalis.Subscription, error) {
+	return scanSubscription(t.tx.QueryRowContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
+		WHERE merchant_id = ? AND mode = ? AND creation_key = ?`, merchantID, mode, key).Scan)
 }
 
 // SubscriptionForUpdate reads a subscription inside the write transaction.

@@ -85,7 +85,10 @@ const (
 
 // Subscription is a customer paying a plan each period.
 type Subscription struct {
-	ID                 string
+	ID string
+	// CreationKey is the Idempotency-Key it was created under, written
+	// with it (and not read back): a retry of that creation finds it.
+	CreationKey        string
 	MerchantID         string
 	Mode               Mode
 	PlanID             string
@@ -154,6 +157,10 @@ type MarketTx interface {
 
 	InsertSubscription(ctx context.Context, s *Subscription) error
 	SubscriptionForUpdate(ctx context.Context, id string) (*Subscription, error)
+	// SubscriptionByCreationKey finds the subscription created under an
+	// Idempotency-Key (Subscription.CreationKey) in a merchant's mode,
+	// locked; not_found when there is none.
+	SubscriptionByCreationKey(ctx context.Context, merchantID string, mode Mode, key string) (*Subscription, error)
 	UpdateSubscription(ctx context.Context, s *Subscription) error
 	// CustomerForUpdate reads one of the merchant's customers in the tx.
 	CustomerForUpdate(ctx context.Context, merchantID, id string) (*Customer, error)

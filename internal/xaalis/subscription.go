@@ -142,7 +142,7 @@ func termEnded(s *Subscription, p *Plan) bool {
 // merchant's plan or customer of the other mode),
 // subscription_customer_mismatch (customer_id), validation_error and
 // merchant_inactive.
-func (a *App) CreateSubscription(ctx context.Context, p *Principal, in SubscriptionInput) (*Subscription, error) {
+func (a *App) CreateSubscription(ctx context.Context, p *Principal, idemKey string, in SubscriptionInput) (*Subscription, error) {
 	if err := p.Merchant.ActiveError(); err != nil {
 		return nil, err
 	}
@@ -176,6 +176,26 @@ func (a *App) CreateSubscription(ctx context.Context, p *Principal, in Subscript
 	var s *Subscription
 	var plan *Plan
 	err := a.update(ctx, func(tx Tx) error {
+		key := idemKey
+		if key != "" {
+			// The subscription commits before its first payment is asked
+			// and the answer stored: a retry after a stopped process finds
+			// the one it made, rather than subscribe the customer twice.
+			old, err := tx.SubscriptionByCreationKey(ctx, p.Merchant.ID, p.Mode(), key)
+			switch {
+			case err == nil && old.PlanID == planID && old.CustomerID == customerID && old.Provider == provider:
+				s = old
+				return nil
+			case err == nil && a.now().Before(old.CreatedAt.Add(IdempotencyTTL)):
+				return E(EIdempotencyConflict)
+			case err == nil:
+				// The key past its day names another request, which the
+				// old subscription keeps it from recording.
+				key = ""
+			case !errors.Is(err, ErrNotFound):
+				return err
+			}
+		}
 		var err error
 		plan, err = tx.PlanByID(ctx, planID)
 		// The merchant's own plan or customer of the other mode is a
@@ -199,7 +219,7 @@ func (a *App) CreateSubscription(ctx context.Context, p *Principal, in Subscript
 		}
 		s = &Subscription{ID: a.NewID(), MerchantID: p.Merchant.ID, Mode: p.Mode(), PlanID: plan.ID, CustomerID: c.ID,
 			Status: SubscriptionActive, Provider: provider, CurrentPeriodStart: now, CurrentPeriodEnd: periodEnd(now, 1, plan),
-			Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now}
+			Metadata: in.Metadata, CreatedAt: now, UpdatedAt: now, CreationKey: key}
 		s.NextActionAt = s.CurrentPeriodEnd
 		if err := tx.InsertSubscription(ctx, s); err != nil {
 			return fmt.Errorf("insert subscription: %w", err)
@@ -209,8 +229,10 @@ func (a *App) CreateSubscription(ctx context.Context, p *Principal, in Subscript
 	if err != nil {
 		return nil, err
 	}
-	if err := a.requestPeriodPayment(ctx, s.MerchantID, s.ID); err != nil {
-		return nil, err
+	if s.LatestPaymentID == "" {
+		if err := a.requestPeriodPayment(ctx, s.MerchantID, s.ID); err != nil {
+			return nil, err
+		}
 	}
 	out, err := a.Store.Subscription(ctx, p.Merchant.ID, s.ID)
 	if err != nil {
@@ -283,9 +305,24 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 		in.PayerName = &c.Name
 	}
 	principal := &Principal{Merchant: m, Key: &Key{Mode: s.Mode, Type: KeySecret, Scopes: AllScopes}}
-	// The period's payment is the subscription's own: no request's answer
-	// is stored with it.
-	pay, perr := a.CreatePayment(WithCommitHook(ctx, nil), principal, "", in)
+	// Asked before by a process stopped before recording it: the same
+	// payment, found by its merchant_ref, unless it is still to be sent
+	// (CreatePayment resumes that one).
+	var pay *Transaction
+	var perr error
+	if list, err := a.Store.LookupTransactions(ctx, s.MerchantID, ref); err == nil {
+		for _, x := range list {
+			if x.Type == TypePayment && x.Mode == s.Mode && x.MerchantRef == ref && x.Metadata["subscription_id"] == s.ID &&
+				!(x.Status == StatusInitiated && x.ProviderRef == "") {
+				pay = a.decorate(x)
+			}
+		}
+	}
+	if pay == nil {
+		// The period's payment is the subscription's own: no request's
+		// answer is stored with it.
+		pay, perr = a.CreatePayment(WithCommitHook(ctx, nil), principal, "", in)
+	}
 	return a.update(ctx, func(tx Tx) error {
 		if perr == nil {
 			// The payment may have settled already, at its creation (a
@@ -310,7 +347,10 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 			// attempt, retried later.
 			return a.subscriptionPaymentFailed(ctx, tx, cur, nil)
 		}
-		cur.LatestPaymentID = pay.ID
+		if cur.LatestPaymentID == pay.ID {
+			return nil // recorded already (another process)
+		}
+		cur.LatestPaymentID, cur.NextActionAt = pay.ID, cur.CurrentPeriodEnd
 		if err := tx.UpdateSubscription(ctx, cur); err != nil {
 			return err
 		}
@@ -395,6 +435,11 @@ func (a *App) subscriptionPaymentFailed(ctx context.Context, tx Tx, s *Subscript
 	return a.subscriptionEvent(ctx, tx, s, EventSubscriptionExpired, nil)
 }
 
+// periodAskAgain is how soon a subscription whose period payment is being
+// asked is due again, should the asking process stop before recording it:
+// past any provider call (45 s at most, failovers included).
+const periodAskAgain = 2 * time.Minute
+
 // RenewDue moves due subscriptions on: a period that ended starts the next
 // one (or ends the subscription when cancel_at_period_end), and a failed
 // period payment is asked again. It returns how many it handled.
@@ -439,7 +484,11 @@ func (a *App) RenewDue(ctx context.Context, limit int) (int, error) {
 				// retried a day later) still expires a customer who never pays.
 				s.CurrentPeriodStart, s.CurrentPeriodEnd = s.CurrentPeriodEnd, nextPeriodEnd(s.CreatedAt, s.CurrentPeriodEnd, plan)
 			}
-			s.NextActionAt = s.CurrentPeriodEnd
+			// Due again soon, not at the period's end: a process stopped
+			// before the payment below is recorded leaves the subscription
+			// asked again (the same merchant_ref: the same payment), not a
+			// month later. Recording it sets the period's end.
+			s.NextActionAt = now.Add(periodAskAgain)
 			ask = true
 			return tx.UpdateSubscription(ctx, s)
 		})
