@@ -664,6 +664,17 @@ func TestSubscriptionCreationRetried(t *testing.T) {
 // failed attempt. The subscription is due again soon, and the payment
 // found by its merchant_ref is the one recorded.
 func TestSubscriptionRetryOrphan(t *testing.T) {
+	// With a provider, and without (a hosted payment link, which stays
+	// initiated until the payer chooses).
+	for _, c := range []struct{ name, provider, sub, orphan, status string }{
+		{"Provider", "channel_a", `,"provider":"channel_a"`, `"provider":"channel_a",`, "pending"},
+		{"Hosted", "", "", "", "initiated"},
+	} {
+		t.Run(c.name, func(t *testing.T) { testSubscriptionRetryOrphan(t, c.sub, c.orphan, c.status) })
+	}
+}
+
+func testSubscriptionRetryOrphan(t *testing.T, sub, orphanProvider, orphanStatus string) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
 		_, keys := e.merchant()
@@ -679,14 +690,18 @@ func TestSubscriptionRetryOrphan(t *testing.T) {
 			Start time.Time `json:"current_period_start"`
 		}
 		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "orph-sub",
-			body: `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `","provider":"channel_a"}`}).
+			body: `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `"` + sub + `}`}).
 			want(t, 201, "").data(t, &s)
+		outcome := "failed"
+		if sub == "" {
+			outcome = "cancelled" // the only outcome of a payment whose payer has not chosen
+		}
 		e.do(call{method: "POST", path: "/v1/test-helpers/payments/" + s.LatestPaymentID + "/simulate", key: keys.SecretTest,
-			idem: "orph-fail", body: `{"outcome":"failed"}`}).want(t, 200, "")
+			idem: "orph-fail", body: `{"outcome":"` + outcome + `"}`}).want(t, 200, "")
 		// The retry a stopped process asked and never recorded.
 		ref := fmt.Sprintf("sub-%s-%s-2", s.ID, s.Start.UTC().Format("20060102"))
-		_, orphan := e.pay(t, keys.SecretTest, ref, `"provider":"channel_a","payer":{"phone":"`+provider.TestPhonePending+`"},"metadata":{"subscription_id":"`+s.ID+`"}`)
-		if orphan.Status != "pending" {
+		_, orphan := e.pay(t, keys.SecretTest, ref, orphanProvider+`"payer":{"phone":"`+provider.TestPhonePending+`"},"metadata":{"subscription_id":"`+s.ID+`"}`)
+		if orphan.Status != orphanStatus {
 			t.Fatalf("orphan %+v", orphan)
 		}
 		e.clock.Advance(24*time.Hour + time.Minute)

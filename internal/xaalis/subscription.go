@@ -306,14 +306,14 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 	}
 	principal := &Principal{Merchant: m, Key: &Key{Mode: s.Mode, Type: KeySecret, Scopes: AllScopes}}
 	// Asked before by a process stopped before recording it: the same
-	// payment, found by its merchant_ref, unless it is still to be sent
-	// (CreatePayment resumes that one).
+	// payment, found by its merchant_ref, unless it is still to be sent to
+	// its provider (CreatePayment resumes that one).
 	var pay *Transaction
 	var perr error
 	if list, err := a.Store.LookupTransactions(ctx, s.MerchantID, ref); err == nil {
 		for _, x := range list {
 			if x.Type == TypePayment && x.Mode == s.Mode && x.MerchantRef == ref && x.Metadata["subscription_id"] == s.ID &&
-				!(x.Status == StatusInitiated && x.ProviderRef == "") {
+				!x.answerLost() {
 				pay = a.decorate(x)
 			}
 		}
