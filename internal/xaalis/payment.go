@@ -426,28 +426,32 @@ func (a *App) orCreatedBefore(ctx context.Context, t *Transaction, provider stri
 	if t.CreationKey == "" || t.MerchantRef == "" {
 		return nil, refusal
 	}
-	list, err := a.Store.LookupTransactions(ctx, t.MerchantID, t.MerchantRef)
-	if err != nil {
-		return nil, refusal
-	}
 	asked := *t
 	asked.Provider = provider
-	for _, x := range list {
-		if !createdBy(x, &asked) || (resumable(x, &asked) && a.now().Before(x.ExpiresAt)) {
-			continue
-		}
-		var out *Transaction
-		err := a.update(ctx, func(tx Tx) error {
-			cur, err := tx.TransactionForUpdate(ctx, x.ID)
-			if err != nil {
-				return err
-			}
-			out = a.decorate(cur)
-			return RunCommitHook(ctx, tx, out)
-		})
-		return out, err
+	x := a.byMerchantRef(ctx, t.MerchantID, t.MerchantRef, func(x *Transaction) bool {
+		return createdBy(x, &asked) && !(resumable(x, &asked) && a.now().Before(x.ExpiresAt))
+	})
+	if x == nil {
+		return nil, refusal
 	}
-	return nil, refusal
+	return a.finish(ctx, x.ID, nil) // as it now is, with the request's answer
+}
+
+// byMerchantRef returns the merchant's transaction whose merchant_ref is
+// ref and that match accepts (LookupTransactions finds ids and references
+// too), nil when there is none or it cannot be read: its callers then go
+// on as without one.
+func (a *App) byMerchantRef(ctx context.Context, merchantID, ref string, match func(*Transaction) bool) *Transaction {
+	list, err := a.Store.LookupTransactions(ctx, merchantID, ref)
+	if err != nil {
+		return nil
+	}
+	for _, x := range list {
+		if x.MerchantRef == ref && match(x) {
+			return x
+		}
+	}
+	return nil
 }
 
 // initiateIn initiates a payment with an in-process provider inside the

@@ -297,18 +297,14 @@ func (a *App) payoutBefore(ctx context.Context, p *Principal, idemKey, ref strin
 	if idemKey == "" || ref == "" {
 		return nil, refusal
 	}
-	list, err := a.Store.LookupTransactions(ctx, p.Merchant.ID, ref)
-	if err != nil {
+	x := a.byMerchantRef(ctx, p.Merchant.ID, ref, func(x *Transaction) bool {
+		return x.Type == TypePayout && x.Mode == p.Mode() && x.IdempotencyKey == idemKey && same(x)
+	})
+	if x == nil {
 		return nil, refusal
 	}
-	for _, x := range list {
-		if x.Type != TypePayout || x.Mode != p.Mode() || x.MerchantRef != ref || x.IdempotencyKey != idemKey || !same(x) {
-			continue
-		}
-		// As it is: the dispatcher carries an open one on.
-		return a.applyPayout(ctx, x.ID, nil, nil)
-	}
-	return nil, refusal
+	// As it is: the dispatcher carries an open one on.
+	return a.applyPayout(ctx, x.ID, nil, nil)
 }
 
 func (a *App) sendPayout(ctx context.Context, t *Transaction) (PayoutResult, error) {

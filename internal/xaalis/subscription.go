@@ -308,17 +308,13 @@ func (a *App) requestPeriodPayment(ctx context.Context, merchantID, id string) e
 	// Asked before by a process stopped before recording it: the same
 	// payment, found by its merchant_ref, unless it is still to be sent to
 	// its provider (CreatePayment resumes that one).
-	var pay *Transaction
 	var perr error
-	if list, err := a.Store.LookupTransactions(ctx, s.MerchantID, ref); err == nil {
-		for _, x := range list {
-			if x.Type == TypePayment && x.Mode == s.Mode && x.MerchantRef == ref && x.Metadata["subscription_id"] == s.ID &&
-				!x.answerLost() {
-				pay = a.decorate(x)
-			}
-		}
-	}
-	if pay == nil {
+	pay := a.byMerchantRef(ctx, s.MerchantID, ref, func(x *Transaction) bool {
+		return x.Type == TypePayment && x.Mode == s.Mode && x.Metadata["subscription_id"] == s.ID && !x.answerLost()
+	})
+	if pay != nil {
+		pay = a.decorate(pay)
+	} else {
 		// The period's payment is the subscription's own: no request's
 		// answer is stored with it.
 		pay, perr = a.CreatePayment(WithCommitHook(ctx, nil), principal, "", in)
