@@ -623,19 +623,14 @@ func TestSubscriptionCreationRetried(t *testing.T) {
 		e := newEnv(t, b.open(t))
 		_, keys := e.merchant()
 		ctx := context.Background()
-		var plan struct{ ID string }
-		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "scr-plan",
-			body: `{"name":"Box","amount":5000,"interval":"month"}`}).want(t, 201, "").data(t, &plan)
-		e.pay(t, keys.SecretTest, "scr-cust", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhonePending+`"}`)
-		var customers []struct{ ID string }
-		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		planID, customerID := e.planAndCustomer(t, keys.SecretTest, "scr-plan", `{"name":"Box","amount":5000,"interval":"month"}`, provider.TestPhonePending)
 		// The first attempt's work, its answer never stored.
 		first, err := e.app.CreateSubscription(xaalis.WithCommitHook(ctx, nil), e.principal(keys.SecretTest), "scr-1",
-			xaalis.SubscriptionInput{PlanID: &plan.ID, CustomerID: &customers[0].ID, Provider: text("channel_a")})
+			xaalis.SubscriptionInput{PlanID: &planID, CustomerID: &customerID, Provider: text("channel_a")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `","provider":"channel_a"}`
+		body := `{"plan_id":"` + planID + `","customer_id":"` + customerID + `","provider":"channel_a"}`
 		var again subRecord
 		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "scr-1", body: body}).
 			want(t, 201, "").data(t, &again)
@@ -649,7 +644,7 @@ func TestSubscriptionCreationRetried(t *testing.T) {
 		}
 		// Another body under a key whose answer was never stored.
 		if _, err := e.app.CreateSubscription(xaalis.WithCommitHook(ctx, nil), e.principal(keys.SecretTest), "scr-2",
-			xaalis.SubscriptionInput{PlanID: &plan.ID, CustomerID: &customers[0].ID}); err != nil {
+			xaalis.SubscriptionInput{PlanID: &planID, CustomerID: &customerID}); err != nil {
 			t.Fatal(err)
 		}
 		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "scr-2", body: body, invalid: true}).
@@ -679,18 +674,13 @@ func testSubscriptionRetryOrphan(t *testing.T, sub, orphanProvider, orphanStatus
 		e := newEnv(t, b.open(t))
 		_, keys := e.merchant()
 		ctx := context.Background()
-		var plan struct{ ID string }
-		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "orph-plan",
-			body: `{"name":"Box","amount":5000,"interval":"month"}`}).want(t, 201, "").data(t, &plan)
-		e.pay(t, keys.SecretTest, "orph-cust", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhonePending+`"}`)
-		var customers []struct{ ID string }
-		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		planID, customerID := e.planAndCustomer(t, keys.SecretTest, "orph-plan", `{"name":"Box","amount":5000,"interval":"month"}`, provider.TestPhonePending)
 		var s struct {
 			subRecord
 			Start time.Time `json:"current_period_start"`
 		}
 		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "orph-sub",
-			body: `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `"` + sub + `}`}).
+			body: `{"plan_id":"` + planID + `","customer_id":"` + customerID + `"` + sub + `}`}).
 			want(t, 201, "").data(t, &s)
 		outcome := "failed"
 		if sub == "" {
@@ -726,15 +716,10 @@ func TestSubscriptionDailyNeverPaid(t *testing.T) {
 		e := newEnv(t, b.open(t))
 		_, keys := e.merchant()
 		ctx := context.Background()
-		var plan struct{ ID string }
-		e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "daily",
-			body: `{"name":"Daily","amount":500,"interval":"day"}`}).want(t, 201, "").data(t, &plan)
-		e.pay(t, keys.SecretTest, "cust-d", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneFailed+`"}`)
-		var customers []struct{ ID string }
-		e.do(call{method: "GET", path: "/v1/customers", key: keys.SecretTest}).want(t, 200, "").data(t, &customers)
+		planID, customerID := e.planAndCustomer(t, keys.SecretTest, "daily", `{"name":"Daily","amount":500,"interval":"day"}`, provider.TestPhoneFailed)
 		var s subRecord
 		e.do(call{method: "POST", path: "/v1/subscriptions", key: keys.SecretTest, idem: "sub-d",
-			body: `{"plan_id":"` + plan.ID + `","customer_id":"` + customers[0].ID + `","provider":"channel_a"}`}).
+			body: `{"plan_id":"` + planID + `","customer_id":"` + customerID + `","provider":"channel_a"}`}).
 			want(t, 201, "").data(t, &s)
 		if s.FailedAttempts != 1 {
 			t.Fatalf("subscription %+v", s)
@@ -1168,4 +1153,20 @@ func TestOperatorNamesAPaymentByAUUIDMerchantRef(t *testing.T) {
 			t.Fatalf("open by an upper-case id: %d %v", st, out)
 		}
 	})
+}
+
+// planAndCustomer makes a plan (planBody, under idem) and, by a first
+// payment from phone through channel_a, the merchant's only customer, for
+// a subscription.
+func (e *env) planAndCustomer(t *testing.T, key, idem, planBody, phone string) (planID, customerID string) {
+	t.Helper()
+	var plan struct{ ID string }
+	e.do(call{method: "POST", path: "/v1/plans", key: key, idem: idem, body: planBody}).want(t, 201, "").data(t, &plan)
+	e.pay(t, key, idem+"-cust", `"provider":"channel_a","payer":{"phone":"`+phone+`"}`)
+	var customers []struct{ ID string }
+	e.do(call{method: "GET", path: "/v1/customers", key: key}).want(t, 200, "").data(t, &customers)
+	if len(customers) != 1 {
+		t.Fatalf("%d customers, want 1", len(customers))
+	}
+	return plan.ID, customers[0].ID
 }

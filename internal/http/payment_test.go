@@ -737,8 +737,7 @@ func TestLateCollectionPolled(t *testing.T) {
 		failed := pay("poll-failed", "channel_a", "+221771234568")
 		never := pay("poll-never", "channel_a", "+221771234569")
 		cancelled := pay("poll-cancelled", "channel_a", "+221771234570")
-		e.do(call{method: "POST", path: "/checkout/" + cancelled.ID + "/cancel", body: "lang=en",
-			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		e.cancelOnPage(cancelled.ID)
 		// Cancelled by its provider (the payer declined in the wallet): its
 		// collection is over, and it is never asked again.
 		declined := pay("poll-declined", "channel_a", "+221771234572")
@@ -757,8 +756,7 @@ func TestLateCollectionPolled(t *testing.T) {
 			want(t, 503, xaalis.EGatewayUnavailable)
 		var lost txRecord
 		e.do(call{method: "GET", path: "/v1/payments/poll-lost", key: keys.SecretLive}).want(t, 200, "").data(t, &lost)
-		e.do(call{method: "POST", path: "/checkout/" + lost.ID + "/cancel", body: "lang=en",
-			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		e.cancelOnPage(lost.ID)
 		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
 			t.Fatal(err)
 		}
@@ -789,18 +787,7 @@ func TestLateCollectionPolled(t *testing.T) {
 				t.Fatalf("the lost notification: %+v %v", d, err)
 			}
 		}
-		due := func() map[string]bool {
-			t.Helper()
-			list, err := e.app.Store.DueTransactions(ctx, xaalis.DueQuery{Now: e.clock.Now().Add(xaalis.LatePollWindow), Limit: 100, LatePoll: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := map[string]bool{}
-			for _, x := range list {
-				out[x.ID] = true
-			}
-			return out
-		}
+		due := func() map[string]bool { return e.latePolls(t, xaalis.LatePollWindow) }
 		if d := due(); len(d) != 5 || d[declined.ID] {
 			t.Fatalf("late polls scheduled for %v, want the five payments Xaalis closed", d)
 		}
@@ -837,9 +824,7 @@ func TestLateCollectionPolled(t *testing.T) {
 			if len(due()) == 0 {
 				break
 			}
-			if list, err := e.app.Store.DueTransactions(ctx, xaalis.DueQuery{Now: e.clock.Now(), Limit: 100, LatePoll: true}); err != nil {
-				t.Fatal(err)
-			} else if len(list) > 0 {
+			if len(e.latePolls(t, 0)) > 0 {
 				polls++
 			}
 			if _, err := e.app.ReconcileDue(ctx, 100); err != nil {
@@ -871,8 +856,7 @@ func TestPaymentRetriedAfterItMovedTestMode(t *testing.T) {
 			want(t, 503, xaalis.EGatewayUnavailable)
 		var p txRecord
 		e.do(call{method: "GET", path: "/v1/payments/tm-moved", key: keys.SecretTest}).want(t, 200, "").data(t, &p)
-		e.do(call{method: "POST", path: "/checkout/" + p.ID + "/cancel", body: "lang=en",
-			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		e.cancelOnPage(p.ID)
 		var again txRecord
 		e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "tm-moved", body: body}).
 			want(t, 201, "").data(t, &again)
@@ -915,17 +899,7 @@ func TestLatePollStops(t *testing.T) {
 		if _, err := e.app.ExpireDue(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		due := func() map[string]bool {
-			list, err := e.app.Store.DueTransactions(ctx, xaalis.DueQuery{Now: e.clock.Now().Add(xaalis.LatePollWindow), Limit: 100, LatePoll: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := map[string]bool{}
-			for _, x := range list {
-				out[x.ID] = true
-			}
-			return out
-		}
+		due := func() map[string]bool { return e.latePolls(t, xaalis.LatePollWindow) }
 		if d := due(); !d[refused.ID] || !d[unseen.ID] {
 			t.Fatalf("late polls %v: want %s and %s", d, refused.ID, unseen.ID)
 		}
@@ -1052,13 +1026,11 @@ func TestLateCollection(t *testing.T) {
 			return p.ID
 		}
 		cancelled := pay("late-cancel", "")
-		e.do(call{method: "POST", path: "/checkout/" + cancelled + "/cancel", body: "lang=en",
-			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		e.cancelOnPage(cancelled)
 		expired := pay("late-expire", `,"expires_in":60`)
 		unseen := pay("late-verify", `,"expires_in":60`)
 		failed := pay("late-fail", "")
-		e.do(call{method: "POST", path: "/checkout/" + failed + "/cancel", body: "lang=en",
-			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+		e.cancelOnPage(failed)
 		e.clock.Advance(2 * time.Minute)
 		if _, err := e.app.ExpireDue(context.Background(), 100); err != nil {
 			t.Fatal(err)
@@ -1113,8 +1085,7 @@ func TestLateCollection(t *testing.T) {
 				body: payBody(ref, `"amount":5000,"provider":"channel_c","payer":{"phone":"+22177123459`+fmt.Sprint(i)+`"}`)}).
 				want(t, 503, xaalis.EGatewayUnavailable)
 			e.do(call{method: "GET", path: "/v1/payments/" + ref, key: keys.SecretLive}).want(t, 200, "").data(t, &lost[i])
-			e.do(call{method: "POST", path: "/checkout/" + lost[i].ID + "/cancel", body: "lang=en",
-				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+			e.cancelOnPage(lost[i].ID)
 		}
 		if err := emu.SetRoute("channel_c", "direct", provider.RouteSwitches{}); err != nil {
 			t.Fatal(err)
@@ -1171,4 +1142,27 @@ func TestLateCollection(t *testing.T) {
 		}
 		e.ledgerOK(t)
 	})
+}
+
+// cancelOnPage is the payer's cancel on the hosted page (a same-origin
+// form post), which reaches no provider.
+func (e *env) cancelOnPage(id string) {
+	e.do(call{method: "POST", path: "/checkout/" + id + "/cancel", body: "lang=en",
+		header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+}
+
+// latePolls is the set of payments whose late poll is due within ahead
+// of the test's clock.
+func (e *env) latePolls(t *testing.T, ahead time.Duration) map[string]bool {
+	t.Helper()
+	list, err := e.app.Store.DueTransactions(context.Background(),
+		xaalis.DueQuery{Now: e.clock.Now().Add(ahead), Limit: 100, LatePoll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, x := range list {
+		out[x.ID] = true
+	}
+	return out
 }

@@ -588,8 +588,7 @@ func TestReturnHostsOnPage(t *testing.T) {
 		_, p := e.pay(t, keys.PublishableTest, "ret-1", "")
 		_, q := e.pay(t, keys.PublishableTest, "ret-2", "")
 		for _, x := range []string{p.ID, q.ID} {
-			e.do(call{method: "POST", path: "/checkout/" + x + "/cancel", body: "lang=en",
-				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL}})
+			e.cancelOnPage(x)
 		}
 		st := e.do(call{method: "GET", path: "/checkout/" + p.ID + "/status"}).want(t, 200, "")
 		if !strings.Contains(string(st.body), `"redirect_url":"https://shop.example/ko?`) {
