@@ -322,6 +322,87 @@ func TestLivePayments(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKRefundAskedAfterAStop", func(t *testing.T) {
+			// The process stops during a refund's first call to direct: the
+			// refund is committed as sent, with no route. Sent again while
+			// direct is down, it failed over to the aggregator, which need
+			// not share direct's idempotency (a second refund). It is asked
+			// by its reference first, and sent only where no route has it.
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-stop-1", "+221771234579", provider.RouteSwitches{Timeout: true})
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-stop-1",
+				body: `{"transaction_id":"` + p.ID + `","amount":1200}`}).data(t, &rf)
+			// What the stop leaves: the route of the call never recorded.
+			err := e.app.Store.Update(context.Background(), func(tx xaalis.Tx) error {
+				cur, err := tx.TransactionForUpdate(context.Background(), rf.ID)
+				if err != nil {
+					return err
+				}
+				cur.Route, cur.RouteReason, cur.FailureReason = "", "", ""
+				return tx.UpdateTransaction(context.Background(), cur)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			sent := func() int {
+				for _, x := range emu.Refunds() {
+					if x.Reference == rf.Reference {
+						return x.Requests
+					}
+				}
+				return 0
+			}
+			e.clock.Advance(xaalis.DispatchAfter + time.Second)
+			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+			var again txRecord
+			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			// The emulator's routes share their refunds: the aggregator
+			// knows it, and answers it without a second request to refund.
+			if again.Status != "success" || again.Route == nil || again.Route.Name != "aggregator" ||
+				!strings.HasPrefix(again.Route.Reason, "found by its reference") || sent() != 1 {
+				t.Fatalf("after the stop: %+v %+v, sent %d times", again, again.Route, sent())
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKRefundSentWhereNoRouteHasIt", func(t *testing.T) {
+			// Every route down at its creation: the refund reached no
+			// provider. Asked by its reference once they are back, no route
+			// has it, and it is sent, once.
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-none-1", "+221771234580", provider.RouteSwitches{Down: true})
+			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-none-1",
+				body: `{"transaction_id":"` + p.ID + `","amount":800}`}).data(t, &rf)
+			if rf.Status != "initiated" || rf.Route != nil {
+				t.Fatalf("with every route down: %+v %+v", rf, rf.Route)
+			}
+			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
+			emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			e.clock.Advance(xaalis.DispatchAfter + time.Second)
+			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+			var again txRecord
+			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			n := 0
+			for _, x := range emu.Refunds() {
+				if x.Reference == rf.Reference {
+					n += x.Requests
+				}
+			}
+			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" || n != 1 {
+				t.Fatalf("once the routes are back: %+v %+v, %d requests", again, again.Route, n)
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("OKRefundPinnedWhenItsRequestIsCancelled", func(t *testing.T) {
 			// The client gives up while the provider has not answered: the
 			// route is recorded all the same, and the retry with the same

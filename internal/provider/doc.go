@@ -168,6 +168,14 @@
 //	  Authorization, Idempotency-Key: <reference>, Expect: 100-continue
 //	  {"reference","collection_id","amount","currency"}
 //	→ 201 {"id","reference","status","reason"}
+//	  The same Idempotency-Key (or reference) answers the same refund.
+//
+//	GET {base}/refunds?reference=<reference>
+//	→ 200 {"id","reference","status","reason"}
+//	→ 404 {"error":{"code":"not_found"}}  the provider never received it
+//	  Asked before a refund whose first call's answer was lost (its process
+//	  stopped) is sent again: sent again blind, it might go to another
+//	  route, which need not share the first one's idempotency.
 //
 // Errors: 4xx {"error":{"code","message"}} is a business refusal
 // (gateway_error, no failover); 5xx, 429, timeouts and connection errors

@@ -275,6 +275,7 @@ func NewEmulator(opts EmulatorOptions) *Emulator {
 	e.api.HandleFunc("POST /{provider}/{route}/payouts", e.route(e.createPayout))
 	e.api.HandleFunc("GET /{provider}/{route}/payouts", e.route(e.getPayout))
 	e.api.HandleFunc("POST /{provider}/{route}/refunds", e.route(e.createRefund))
+	e.api.HandleFunc("GET /{provider}/{route}/refunds", e.route(e.getRefund))
 
 	e.control = http.NewServeMux()
 	e.control.HandleFunc("GET /_control", func(w http.ResponseWriter, r *http.Request) {

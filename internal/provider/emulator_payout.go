@@ -219,6 +219,25 @@ func (e *Emulator) getPayout(p *emuProvider, _ string, r *http.Request) (int, an
 	return http.StatusOK, e.payouts[id].answer()
 }
 
+// getRefund answers GET {base}/refunds?reference=: the refund, on any
+// route (refunds are shared, as payouts), or 404 not_found.
+func (e *Emulator) getRefund(p *emuProvider, _ string, r *http.Request) (int, any) {
+	if !p.spec.Refunds {
+		return errorBody(emuErr(http.StatusUnprocessableEntity, CodeRefundUnsupported, "%s makes no automatic refunds", p.name))
+	}
+	ref := r.URL.Query().Get("reference")
+	if ref == "" {
+		return errorBody(emuErr(http.StatusBadRequest, "invalid_request", "the reference query parameter is required"))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id, ok := p.refundByRef[ref]
+	if !ok {
+		return errorBody(emuErr(http.StatusNotFound, CodeNotFound, "no refund with reference %q", ref))
+	}
+	return http.StatusOK, e.refunds[id].answer()
+}
+
 func (e *Emulator) createRefund(p *emuProvider, route string, r *http.Request) (int, any) {
 	if !p.spec.Refunds {
 		return errorBody(emuErr(http.StatusUnprocessableEntity, CodeRefundUnsupported, "%s makes no automatic refunds", p.name))

@@ -184,9 +184,13 @@ type policy struct {
 	// outcome is unknown must not be sent again elsewhere. Any other
 	// failure stops at once with gateway_unavailable.
 	unsentOnly bool
-	// notFound treats a 404 {"error":{"code":"not_found"}} as "this route
-	// does not know it": the next route is asked, and when every route
-	// answered so, the result is not_found.
+	// notFound makes the call a lookup: a 404 {"error":{"code":"not_found"}}
+	// is "this route does not know it", the next route is asked, and when
+	// every route answered so, the result is not_found. Any other refusal
+	// (but those refusal maps) tells nothing either way, as a failure
+	// does: the next route is asked, and when none knows it, the answer is
+	// gateway_unavailable, never gateway_error. Told "refused", a caller
+	// would take a payout or refund the provider may have made for failed.
 	notFound bool
 	// refusal maps a business refusal to the error returned; nil is
 	// gateway_error.
@@ -243,6 +247,10 @@ func (g *Gateway) tryRoutesWith(ctx context.Context, provider, op string, routes
 				if err := pol.refusal(provider, be); err != nil {
 					return rt.Name, "", err
 				}
+			}
+			if pol.notFound {
+				passed = append(passed, rt.Name+": refused ("+be.code+")")
+				continue
 			}
 			msg := be.message
 			if msg == "" {

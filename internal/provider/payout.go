@@ -140,6 +140,38 @@ func (g *Gateway) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.Pa
 	return xaalis.PayoutResult{}, fmt.Errorf("provider: refund: unknown mode %q", r.Mode)
 }
 
+// RefundStatus asks about a refund by its Reference: xaalis.ErrNotFound
+// when the provider never received it, so that sending it, on any route,
+// cannot refund twice. In live mode it asks the routes in order, the
+// payment's (route) first, and answers not_found only when every route
+// answered that it does not know the reference; a route that could not be
+// asked may be the one that has it, so that is gateway_unavailable.
+func (g *Gateway) RefundStatus(ctx context.Context, mode xaalis.Mode, provider, route, reference string) (xaalis.PayoutResult, error) {
+	p, ok := g.spec(provider)
+	switch {
+	case !ok:
+		return xaalis.PayoutResult{}, refuse(provider, "The provider %q is not configured.", provider)
+	case !p.Refunds:
+		return xaalis.PayoutResult{}, xaalis.E(xaalis.ERefundNotSupported, "provider", provider)
+	case reference == "":
+		return xaalis.PayoutResult{}, fmt.Errorf("provider: refund status without a reference")
+	}
+	switch mode {
+	case xaalis.ModeTest:
+		sim, err := g.sim(provider)
+		if err != nil {
+			return xaalis.PayoutResult{}, err
+		}
+		start := time.Now()
+		res, err := sim.refundStatus(reference)
+		g.observeSim(provider, "refund_status", start, err)
+		return res, err
+	case xaalis.ModeLive:
+		return g.liveRefundStatus(ctx, p, provider, route, reference)
+	}
+	return xaalis.PayoutResult{}, fmt.Errorf("provider: refund status: unknown mode %q", mode)
+}
+
 // RouteOutcomeUnknown is the route reason of a refund sent to a route
 // that gave no answer: it is sent again there only.
 const RouteOutcomeUnknown = "outcome unknown: sent again on this route only"
@@ -260,6 +292,31 @@ func (g *Gateway) liveRefund(ctx context.Context, spec xaalis.ProviderSpec, r xa
 	out.Route, out.RouteReason = route, reason
 	if reason != "primary" {
 		g.log.Warn("provider failover", "provider", r.Provider, "reference", r.Reference, "op", "refund", "route", route, "reason", reason)
+	}
+	return out, nil
+}
+
+func (g *Gateway) liveRefundStatus(ctx context.Context, spec xaalis.ProviderSpec, provider, route, reference string) (xaalis.PayoutResult, error) {
+	var out xaalis.PayoutResult
+	pol := policy{notFound: true, refusal: unsupported}
+	found, reason, err := g.tryRoutesWith(ctx, provider, "refund status", orderFrom(spec.Routes, route), pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
+		var f Refund
+		if err := g.call(ctx, rt, http.MethodGet, "/refunds?reference="+url.QueryEscape(reference), "", false, nil, &f); err != nil {
+			return err
+		}
+		st, err := checkAnswer("refund", f.ID, f.Reference, f.Status, reference)
+		if err != nil {
+			return err
+		}
+		out = xaalis.PayoutResult{ProviderRef: f.ID, State: st, Reason: f.Reason}
+		return nil
+	})
+	if err != nil {
+		return xaalis.PayoutResult{}, err
+	}
+	out.Route, out.RouteReason = found, "found by its reference"
+	if reason != "primary" {
+		out.RouteReason += " (" + reason + ")"
 	}
 	return out, nil
 }

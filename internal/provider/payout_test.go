@@ -574,6 +574,90 @@ func TestLiveRefunds(t *testing.T) {
 	})
 }
 
+// TestLookupsByReference: a refund and a payout are asked about by their
+// reference, on every route, and only the provider's answer, or every
+// route's not_found, is an outcome.
+func TestLookupsByReference(t *testing.T) {
+	t.Run("OKRefundStatus", func(t *testing.T) {
+		e := newLive(t, 2*time.Second)
+		in, err := e.gw.Initiate(bg, e.request("channel_a", "SN", provider.TestPhoneSuccess, "TXN-LS0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.gw.Refund(bg, xaalis.RefundRequest{Mode: xaalis.ModeLive, Reference: "TXN-LS1", Provider: "channel_a", Route: in.Route,
+			PaymentProviderRef: in.ProviderRef, Amount: xaalis.Units(1000, xaalis.XOF)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.gw.RefundStatus(bg, xaalis.ModeLive, "channel_a", "direct", "TXN-LS1")
+		if err != nil || st.ProviderRef != res.ProviderRef || st.State != xaalis.ProviderSuccess || st.Route != "direct" || st.RouteReason != "found by its reference" {
+			t.Fatalf("%+v %v", st, err)
+		}
+		// direct down: the aggregator is asked, and the provider's refunds
+		// are shared by its routes in the emulator.
+		e.route("channel_a", "direct", map[string]any{"down": true})
+		st, err = e.gw.RefundStatus(bg, xaalis.ModeLive, "channel_a", "direct", "TXN-LS1")
+		if err != nil || st.Route != "aggregator" || !strings.Contains(st.RouteReason, "failover: direct") {
+			t.Fatalf("%+v %v", st, err)
+		}
+		// A reference no route knows, with a route that cannot be asked:
+		// unknown, not not_found.
+		_, err = e.gw.RefundStatus(bg, xaalis.ModeLive, "channel_a", "direct", "TXN-NEVER")
+		wantCode(t, err, xaalis.EGatewayUnavailable)
+		e.route("channel_a", "direct", map[string]any{"down": false})
+		direct, aggregator := e.requests("channel_a", "direct"), e.requests("channel_a", "aggregator")
+		_, err = e.gw.RefundStatus(bg, xaalis.ModeLive, "channel_a", "direct", "TXN-NEVER")
+		wantNotFound(t, err)
+		if e.requests("channel_a", "direct") != direct+1 || e.requests("channel_a", "aggregator") != aggregator+1 {
+			t.Fatal("not every route was asked")
+		}
+		if e.emu.State().Refunds != 1 {
+			t.Fatal("a lookup made a refund")
+		}
+	})
+
+	t.Run("OKRefundStatusTestMode", func(t *testing.T) {
+		gw := provider.New(defaults(t), provider.Options{})
+		in, err := gw.Initiate(bg, xaalis.InitiateRequest{Mode: xaalis.ModeTest, Reference: "TXN-LST0", Provider: "channel_a", Country: "SN",
+			Amount: xaalis.Units(5000, xaalis.XOF), PayerPhone: provider.TestPhoneSuccess})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = gw.RefundStatus(bg, xaalis.ModeTest, "channel_a", "", "TXN-LST1")
+		wantNotFound(t, err)
+		res, err := gw.Refund(bg, xaalis.RefundRequest{Mode: xaalis.ModeTest, Reference: "TXN-LST1", Provider: "channel_a",
+			PaymentProviderRef: in.ProviderRef, Amount: xaalis.Units(1000, xaalis.XOF)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := gw.RefundStatus(bg, xaalis.ModeTest, "channel_a", "", "TXN-LST1"); err != nil || st.ProviderRef != res.ProviderRef {
+			t.Fatalf("%+v %v", st, err)
+		}
+		_, err = gw.RefundStatus(bg, xaalis.ModeTest, "channel_c", "", "TXN-LST1")
+		wantCode(t, err, xaalis.ERefundNotSupported)
+	})
+
+	t.Run("ErrRefusalIsNoOutcome", func(t *testing.T) {
+		// direct refuses the lookup (its api key is wrong: 401) and the
+		// aggregator does not know the reference: the refusal says
+		// nothing of what direct holds, so the answer is unknown
+		// (gateway_unavailable), never a refusal the caller would take
+		// for a failed payout or refund.
+		e := newLive(t, 2*time.Second, func(cfg *xaalis.Config, _ *provider.Options) {
+			cfg.Providers["channel_a"].Routes[0].APIKey = "wrong"
+		})
+		_, err := e.gw.PayoutStatus(bg, xaalis.ModeLive, "channel_a", "TXN-LS2")
+		if x := wantCode(t, err, xaalis.EGatewayUnavailable); !strings.Contains(x.Message, "direct: refused (unauthorized)") {
+			t.Fatalf("%+v", x)
+		}
+		_, err = e.gw.RefundStatus(bg, xaalis.ModeLive, "channel_a", "direct", "TXN-LS2")
+		wantCode(t, err, xaalis.EGatewayUnavailable)
+		if e.requests("channel_a", "aggregator") != 2 {
+			t.Fatal("the next route was not asked after a refusal")
+		}
+	})
+}
+
 func TestEmulatorPayoutAPI(t *testing.T) {
 	e := newLive(t, 2*time.Second)
 	post := func(path, key, body string) int {

@@ -387,6 +387,18 @@ func (s *simulator) payoutStatus(reference string) (xaalis.PayoutResult, error) 
 	return p.result(), nil
 }
 
+// refundStatus answers a refund by its reference: xaalis.ErrNotFound
+// when this simulator holds none (never asked, or forgotten).
+func (s *simulator) refundStatus(reference string) (xaalis.PayoutResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.refunds[reference]
+	if !ok {
+		return xaalis.PayoutResult{}, xaalis.ErrNotFound
+	}
+	return f.result(), nil
+}
+
 // refund gives back part of a collection at once. A collection the
 // simulator knows must be a success with enough left to refund; one it
 // does not know (its state is lost on restart) is refunded blindly, since

@@ -84,7 +84,8 @@ type Refund struct {
 // Error codes of the provider API that the adapters act upon.
 const (
 	// CodeNotFound, with HTTP 404, answers GET {base}/payouts?reference=
-	// for a reference the provider never received.
+	// and GET {base}/refunds?reference= for a reference the provider
+	// never received.
 	CodeNotFound = "not_found"
 	// CodePayoutUnsupported and CodeRefundUnsupported (HTTP 422) answer a
 	// provider that makes no payouts or no refunds; the adapters map them

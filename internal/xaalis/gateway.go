@@ -187,6 +187,10 @@ type Gateway interface {
 	// Refund gives back part or all of a payment. It returns
 	// refund_not_supported for providers without automatic refunds.
 	Refund(ctx context.Context, r RefundRequest) (PayoutResult, error)
+	// RefundStatus asks about a refund by its Reference, on the route
+	// given first (the payment's). It returns not_found when the provider
+	// never received it (safe to send, on any route).
+	RefundStatus(ctx context.Context, mode Mode, provider, route, reference string) (PayoutResult, error)
 }
 
 // ProviderCallBudget bounds one call to a provider, its failovers

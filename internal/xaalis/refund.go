@@ -286,7 +286,29 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 	if !r.Status.Open() {
 		return a.applyRefund(ctx, id, nil, nil)
 	}
-	return a.sendRefund(ctx, r, pay)
+	if r.Route != "" {
+		// An attempt there has an unknown outcome: sent again there only,
+		// where the reference is the provider's idempotency key.
+		return a.sendRefund(ctx, r, pay)
+	}
+	// Sent before (creation commits the refund as sent) with no route
+	// recorded: the process that sent it may have stopped during the
+	// call, so the provider is asked by its reference first. Sent again
+	// blind, it could fail over to a route that does not share the first
+	// one's idempotency, and refund the payer twice.
+	pctx, cancel := providerContext(ctx)
+	res, perr := a.Gateway.RefundStatus(pctx, r.Mode, r.Provider, pay.Route, r.Reference)
+	cancel()
+	if errors.Is(perr, ErrNotFound) {
+		// No route has it: sent now, on any route, it is sent once.
+		return a.sendRefund(ctx, r, pay)
+	}
+	if perr != nil && ErrorCode(perr) != ERefundNotSupported {
+		// Unknown still (a route could not be asked): asked again by
+		// the dispatcher, never failed for it.
+		res, perr = PayoutResult{}, E(EGatewayUnavailable)
+	}
+	return a.applyRefund(context.WithoutCancel(ctx), id, &res, perr)
 }
 
 // applyRefund settles a refund by the provider's answer, with its ledger
