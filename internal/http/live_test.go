@@ -403,6 +403,43 @@ func TestLivePayments(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKPayoutKeepsItsRoute", func(t *testing.T) {
+			// A pending payout made on direct, asked about while direct is
+			// down: the aggregator answers (the provider's payouts are
+			// shared by its routes), and the payout still names direct,
+			// the route that made it.
+			e.paidThenDirect(t, emu, keys.SecretLive, "po-route-pay", "+221771234581", provider.RouteSwitches{})
+			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
+			var po txRecord
+			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "po-route-1",
+				body: payoutBody("po-route-1", 1000, "channel_a", "+221771234582")}).want(t, 201, "").data(t, &po)
+			if po.Status != "pending" || po.Route == nil || po.Route.Name != "direct" || po.Route.Reason != "primary" {
+				t.Fatalf("the payout: %+v %+v", po, po.Route)
+			}
+			made, ok := emu.Payout(po.Reference)
+			if !ok {
+				t.Fatal("the emulator has no payout")
+			}
+			if _, err := emu.SettlePayout(made.ID, xaalis.ProviderSuccess, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Advance(xaalis.DispatchAfter + time.Second)
+			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+			var again txRecord
+			e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" {
+				t.Fatalf("after the lookup: %+v %+v", again, again.Route)
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("OKRefundPinnedWhenItsRequestIsCancelled", func(t *testing.T) {
 			// The client gives up while the provider has not answered: the
 			// route is recorded all the same, and the retry with the same

@@ -249,8 +249,18 @@ func (g *Gateway) livePayoutStatus(ctx context.Context, spec xaalis.ProviderSpec
 	if err != nil {
 		return xaalis.PayoutResult{}, err
 	}
-	out.Route, out.RouteReason = route, reason
+	out.Route, out.RouteReason = route, foundReason(reason)
 	return out, nil
+}
+
+// foundReason is the route reason of a payout or refund found by its
+// reference (a lookup's route reason is "primary" or "failover: ..."):
+// the route that knows it, after a call whose answer was lost.
+func foundReason(reason string) string {
+	if reason == "primary" {
+		return "found by its reference"
+	}
+	return "found by its reference (" + reason + ")"
 }
 
 func (g *Gateway) liveRefund(ctx context.Context, spec xaalis.ProviderSpec, r xaalis.RefundRequest) (xaalis.PayoutResult, error) {
@@ -314,9 +324,6 @@ func (g *Gateway) liveRefundStatus(ctx context.Context, spec xaalis.ProviderSpec
 	if err != nil {
 		return xaalis.PayoutResult{}, err
 	}
-	out.Route, out.RouteReason = found, "found by its reference"
-	if reason != "primary" {
-		out.RouteReason += " (" + reason + ")"
-	}
+	out.Route, out.RouteReason = found, foundReason(reason)
 	return out, nil
 }

@@ -299,7 +299,7 @@ func TestLivePayouts(t *testing.T) {
 		}
 		// The caller asks: direct still hangs, the aggregator answers.
 		st, err := e.gw.PayoutStatus(bg, xaalis.ModeLive, "channel_a", "TXN-LT1")
-		if err != nil || st.ProviderRef != all[0].ID || st.State != xaalis.ProviderSuccess || st.Route != "aggregator" || st.RouteReason != "failover: direct: timeout" {
+		if err != nil || st.ProviderRef != all[0].ID || st.State != xaalis.ProviderSuccess || st.Route != "aggregator" || st.RouteReason != "found by its reference (failover: direct: timeout)" {
 			t.Fatalf("%+v %v", st, err)
 		}
 		// Sending again with the same reference returns the same payout.

@@ -357,7 +357,9 @@ func (a *App) applyPayoutIn(ctx context.Context, tx Tx, t *Transaction, res *Pay
 		if res.ProviderRef != "" {
 			t.ProviderRef = res.ProviderRef
 		}
-		if res.Route != "" {
+		// The route that took it, once: a later lookup by its reference
+		// answered by another route (its first one down) did not make it.
+		if res.Route != "" && t.Route == "" {
 			t.Route, t.RouteReason = res.Route, res.RouteReason
 		}
 		return a.settlePayout(ctx, tx, t, res.State, res.Reason)
