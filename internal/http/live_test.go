@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,124 +320,6 @@ func TestLivePayments(t *testing.T) {
 			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
 			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || refunds() != 1 {
 				t.Fatalf("once direct answers: %+v %+v, %d refunds", again, again.Route, refunds())
-			}
-			e.ledgerOK(t)
-		})
-		t.Run("OKRefundAskedAfterAStop", func(t *testing.T) {
-			// The process stops during a refund's first call to direct: the
-			// refund is committed as sent, with no route. Sent again while
-			// direct is down, it failed over to the aggregator, which need
-			// not share direct's idempotency (a second refund). It is asked
-			// by its reference first, and sent only where no route has it.
-			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-stop-1", "+221771234579", provider.RouteSwitches{Timeout: true})
-			var rf txRecord
-			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-stop-1",
-				body: `{"transaction_id":"` + p.ID + `","amount":1200}`}).data(t, &rf)
-			// What the stop leaves: the route of the call never recorded.
-			err := e.app.Store.Update(context.Background(), func(tx xaalis.Tx) error {
-				cur, err := tx.TransactionForUpdate(context.Background(), rf.ID)
-				if err != nil {
-					return err
-				}
-				cur.Route, cur.RouteReason, cur.FailureReason = "", "", ""
-				return tx.UpdateTransaction(context.Background(), cur)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
-				t.Fatal(err)
-			}
-			sent := func() int {
-				for _, x := range emu.Refunds() {
-					if x.Reference == rf.Reference {
-						return x.Requests
-					}
-				}
-				return 0
-			}
-			e.clock.Advance(xaalis.DispatchAfter + time.Second)
-			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
-				t.Fatal(err)
-			}
-			var again txRecord
-			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
-			// The emulator's routes share their refunds: the aggregator
-			// knows it, and answers it without a second request to refund.
-			if again.Status != "success" || again.Route == nil || again.Route.Name != "aggregator" ||
-				!strings.HasPrefix(again.Route.Reason, "found by its reference") || sent() != 1 {
-				t.Fatalf("after the stop: %+v %+v, sent %d times", again, again.Route, sent())
-			}
-			e.ledgerOK(t)
-		})
-		t.Run("OKRefundSentWhereNoRouteHasIt", func(t *testing.T) {
-			// Every route down at its creation: the refund reached no
-			// provider. Asked by its reference once they are back, no route
-			// has it, and it is sent, once.
-			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-none-1", "+221771234580", provider.RouteSwitches{Down: true})
-			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
-			var rf txRecord
-			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-none-1",
-				body: `{"transaction_id":"` + p.ID + `","amount":800}`}).data(t, &rf)
-			if rf.Status != "initiated" || rf.Route != nil {
-				t.Fatalf("with every route down: %+v %+v", rf, rf.Route)
-			}
-			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
-			emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
-			e.clock.Advance(xaalis.DispatchAfter + time.Second)
-			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
-				t.Fatal(err)
-			}
-			var again txRecord
-			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
-			n := 0
-			for _, x := range emu.Refunds() {
-				if x.Reference == rf.Reference {
-					n += x.Requests
-				}
-			}
-			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" || n != 1 {
-				t.Fatalf("once the routes are back: %+v %+v, %d requests", again, again.Route, n)
-			}
-			e.ledgerOK(t)
-		})
-		t.Run("OKPayoutKeepsItsRoute", func(t *testing.T) {
-			// A pending payout made on direct, asked about while direct is
-			// down: the aggregator answers (the provider's payouts are
-			// shared by its routes), and the payout still names direct,
-			// the route that made it.
-			e.paidThenDirect(t, emu, keys.SecretLive, "po-route-pay", "+221771234581", provider.RouteSwitches{})
-			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
-			var po txRecord
-			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "po-route-1",
-				body: payoutBody("po-route-1", 1000, "channel_a", "+221771234582")}).want(t, 201, "").data(t, &po)
-			if po.Status != "pending" || po.Route == nil || po.Route.Name != "direct" || po.Route.Reason != "primary" {
-				t.Fatalf("the payout: %+v %+v", po, po.Route)
-			}
-			made, ok := emu.Payout(po.Reference)
-			if !ok {
-				t.Fatal("the emulator has no payout")
-			}
-			if _, err := emu.SettlePayout(made.ID, xaalis.ProviderSuccess, ""); err != nil {
-				t.Fatal(err)
-			}
-			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
-				t.Fatal(err)
-			}
-			e.clock.Advance(xaalis.DispatchAfter + time.Second)
-			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
-				t.Fatal(err)
-			}
-			var again txRecord
-			e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
-			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" {
-				t.Fatalf("after the lookup: %+v %+v", again, again.Route)
 			}
 			e.ledgerOK(t)
 		})
@@ -879,5 +762,199 @@ func TestDisputeAfterRefunds(t *testing.T) {
 			t.Fatalf("the payment after the provider's dispute: %s", st)
 		}
 		e.ledgerOK(t)
+	})
+}
+
+// TestLookupsAfterAStop: a payout or refund whose provider call's answer
+// was lost is asked about by its reference before anything is sent
+// again, and sent by one dispatcher only. Its own environment: these
+// move the clock on by minutes and trip direct's breaker.
+func TestLookupsAfterAStop(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		// stoppedRefund is a refund of 1,200 XOF that direct made, as a
+		// process stopped during its first call leaves it: committed as
+		// sent, with no route recorded.
+		stoppedRefund := func(t *testing.T, idem, phone string) txRecord {
+			t.Helper()
+			p := e.paidThenDirect(t, emu, keys.SecretLive, idem, phone, provider.RouteSwitches{Timeout: true})
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: idem,
+				body: `{"transaction_id":"` + p.ID + `","amount":1200}`}).data(t, &rf)
+			err := e.app.Store.Update(context.Background(), func(tx xaalis.Tx) error {
+				cur, err := tx.TransactionForUpdate(context.Background(), rf.ID)
+				if err != nil {
+					return err
+				}
+				cur.Route, cur.RouteReason, cur.FailureReason = "", "", ""
+				return tx.UpdateTransaction(context.Background(), cur)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rf
+		}
+		// sent is how many requests to make the refund reached the emulator.
+		sent := func(rf txRecord) (n int) {
+			for _, x := range emu.Refunds() {
+				if x.Reference == rf.Reference {
+					n += x.Requests
+				}
+			}
+			return n
+		}
+		dispatch := func(t *testing.T) {
+			t.Helper()
+			e.clock.Advance(xaalis.DispatchAfter + time.Second)
+			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		refundNow := func(t *testing.T, id string) (rf txRecord) {
+			t.Helper()
+			e.do(call{method: "GET", path: "/v1/refunds/" + id, key: keys.SecretLive}).want(t, 200, "").data(t, &rf)
+			return rf
+		}
+		t.Run("OKRefundAskedAfterAStop", func(t *testing.T) {
+			// The process stops during a refund's first call to direct.
+			// Sent again while direct is down, it failed over to the
+			// aggregator, which need not share direct's idempotency (a
+			// second refund). It is asked by its reference first, and sent
+			// only where no route has it.
+			rf := stoppedRefund(t, "refund-stop-1", "+221771234579")
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			dispatch(t)
+			// The emulator's routes share their refunds: the aggregator
+			// knows it, and answers it without a second request to refund.
+			again := refundNow(t, rf.ID)
+			if again.Status != "success" || again.Route == nil || again.Route.Name != "aggregator" ||
+				!strings.HasPrefix(again.Route.Reason, "found by its reference") || sent(rf) != 1 {
+				t.Fatalf("after the stop: %+v %+v, sent %d times", again, again.Route, sent(rf))
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKRefundAskedWhenRefundsTurnedOff", func(t *testing.T) {
+			// The provider's refunds turned off in the configuration after a
+			// refund was sent and its answer lost: it is asked about, not
+			// failed (its reservation released) while the provider made it.
+			rf := stoppedRefund(t, "refund-off-1", "+221771234583")
+			spec := e.app.Config.Providers["channel_a"]
+			spec.Refunds = false
+			e.app.Config.Providers["channel_a"] = spec
+			defer func() {
+				spec.Refunds = true
+				e.app.Config.Providers["channel_a"] = spec
+			}()
+			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
+			dispatch(t)
+			if again := refundNow(t, rf.ID); again.Status != "success" || sent(rf) != 1 {
+				t.Fatalf("refunds turned off: %+v, sent %d times", again, sent(rf))
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKRefundDispatchedOnce", func(t *testing.T) {
+			// Two dispatchers take the same due refunds at once (two
+			// processes): the one that finds a refund handed to the
+			// provider less than DispatchAfter ago leaves it, and the
+			// provider hears of each once. Two refunds, so that the second
+			// dispatcher meets the later one while the first is still in
+			// its (slow) calls about the earlier one (and two failed
+			// attempts each leave the routes' breakers closed).
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-twice-1", "+221771234584", provider.RouteSwitches{Down: true})
+			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			var rfs []txRecord
+			for i, amount := range []string{"700", "600"} {
+				var rf txRecord
+				e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: fmt.Sprintf("refund-twice-%d", i),
+					body: `{"transaction_id":"` + p.ID + `","amount":` + amount + `}`}).data(t, &rf)
+				rfs = append(rfs, rf)
+			}
+			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{LatencyMS: 300})
+			emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			e.clock.Advance(xaalis.DispatchAfter + time.Second)
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			for _, rf := range rfs {
+				if again := refundNow(t, rf.ID); again.Status != "success" || sent(rf) != 1 {
+					t.Errorf("two dispatchers: %s %s, sent %d times", again.ID, again.Status, sent(rf))
+				}
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKRefundSentWhereNoRouteHasIt", func(t *testing.T) {
+			// Every route down at its creation: the refund reached no
+			// provider. Asked by its reference once they are back, no route
+			// has it, and it is sent, once.
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-none-1", "+221771234580", provider.RouteSwitches{Down: true})
+			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-none-1",
+				body: `{"transaction_id":"` + p.ID + `","amount":800}`}).data(t, &rf)
+			if rf.Status != "initiated" || rf.Route != nil {
+				t.Fatalf("with every route down: %+v %+v", rf, rf.Route)
+			}
+			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
+			emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			dispatch(t)
+			again := refundNow(t, rf.ID)
+			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" || sent(rf) != 1 {
+				t.Fatalf("once the routes are back: %+v %+v, %d requests", again, again.Route, sent(rf))
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKPayoutKeepsItsRoute", func(t *testing.T) {
+			// A pending payout made on direct, asked about while direct is
+			// down: the aggregator answers (the provider's payouts are
+			// shared by its routes), and the payout still names direct,
+			// the route that made it.
+			e.paidThenDirect(t, emu, keys.SecretLive, "po-route-pay", "+221771234581", provider.RouteSwitches{})
+			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
+			var po txRecord
+			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "po-route-1",
+				body: payoutBody("po-route-1", 1000, "channel_a", "+221771234582")}).want(t, 201, "").data(t, &po)
+			if po.Status != "pending" || po.Route == nil || po.Route.Name != "direct" || po.Route.Reason != "primary" {
+				t.Fatalf("the payout: %+v %+v", po, po.Route)
+			}
+			made, ok := emu.Payout(po.Reference)
+			if !ok {
+				t.Fatal("the emulator has no payout")
+			}
+			if _, err := emu.SettlePayout(made.ID, xaalis.ProviderSuccess, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Advance(xaalis.DispatchAfter + time.Second)
+			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+			var again txRecord
+			e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" {
+				t.Fatalf("after the lookup: %+v %+v", again, again.Route)
+			}
+			e.ledgerOK(t)
+		})
 	})
 }

@@ -182,7 +182,12 @@
 // are route failures (failover, for payouts and refunds only when the
 // body was not sent). The codes payout_unsupported and refund_unsupported
 // (422) become provider_payout_unsupported and refund_not_supported; a
-// 404 not_found answers GET /payouts; the emulator's other refusals
+// 404 not_found answers a lookup by reference (GET /collections, /payouts,
+// /refunds ?reference=) the route does not know. A lookup goes on to the
+// next route after any other refusal, as after a failure, and answers
+// not_found only when every route did: a refusal says nothing of what
+// the route holds. The emulator answers a path naming no provider 404
+// unknown_provider (not not_found); its other refusals
 // include recipient_refused (0005), collection_not_found,
 // collection_not_refundable, refund_exceeds_collected and
 // idempotency_conflict.

@@ -535,7 +535,10 @@ func (e *Emulator) route(h apiHandler) http.HandlerFunc {
 		}
 		e.mu.Unlock()
 		if !ok {
-			writeError(w, emuErr(http.StatusNotFound, "not_found", "no provider %q", name))
+			// Not not_found: a lookup by reference would read it as "this
+			// route never received it", and a route whose base_url names
+			// no provider would let a payout or refund be sent again.
+			writeError(w, emuErr(http.StatusNotFound, "unknown_provider", "no provider %q", name))
 			return
 		}
 		if sw.Down {

@@ -47,12 +47,13 @@ type Options struct {
 }
 
 // Observer hears of provider requests. Operations are initiate, status,
-// otp, payout, payout_status and refund; routes are the configured ones in
+// otp, payout, payout_status, refund and refund_status; routes are the configured ones in
 // live mode and "simulator" in test mode. Outcomes:
 //
 //	ok            the provider answered
 //	refused       the provider refused (a business error, HTTP 4xx)
-//	not_found     the route does not know the reference (payout_status)
+//	not_found     the route does not know the reference (a lookup by it:
+//	              payout_status, refund_status, status)
 //	failure       no usable answer: timeout, HTTP 5xx or 429, connection
 //	              refused or closed, a malformed answer
 //	cancelled     the caller gave up first

@@ -142,17 +142,18 @@ func (g *Gateway) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.Pa
 
 // RefundStatus asks about a refund by its Reference: xaalis.ErrNotFound
 // when the provider never received it, so that sending it, on any route,
-// cannot refund twice. In live mode it asks the routes in order, the
-// payment's (route) first, and answers not_found only when every route
+// cannot refund twice. In live mode it asks the routes in order, route
+// (the payment's) first, and answers not_found only when every route
 // answered that it does not know the reference; a route that could not be
-// asked may be the one that has it, so that is gateway_unavailable.
+// asked, or that refused to say (refund_unsupported included), may be the
+// one that has it, so that is gateway_unavailable. It asks whatever the
+// configuration now says of the provider's refunds: a refund sent before
+// it changed may have been made.
 func (g *Gateway) RefundStatus(ctx context.Context, mode xaalis.Mode, provider, route, reference string) (xaalis.PayoutResult, error) {
 	p, ok := g.spec(provider)
 	switch {
 	case !ok:
 		return xaalis.PayoutResult{}, refuse(provider, "The provider %q is not configured.", provider)
-	case !p.Refunds:
-		return xaalis.PayoutResult{}, xaalis.E(xaalis.ERefundNotSupported, "provider", provider)
 	case reference == "":
 		return xaalis.PayoutResult{}, fmt.Errorf("provider: refund status without a reference")
 	}
@@ -308,7 +309,7 @@ func (g *Gateway) liveRefund(ctx context.Context, spec xaalis.ProviderSpec, r xa
 
 func (g *Gateway) liveRefundStatus(ctx context.Context, spec xaalis.ProviderSpec, provider, route, reference string) (xaalis.PayoutResult, error) {
 	var out xaalis.PayoutResult
-	pol := policy{notFound: true, refusal: unsupported}
+	pol := policy{notFound: true}
 	found, reason, err := g.tryRoutesWith(ctx, provider, "refund status", orderFrom(spec.Routes, route), pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
 		var f Refund
 		if err := g.call(ctx, rt, http.MethodGet, "/refunds?reference="+url.QueryEscape(reference), "", false, nil, &f); err != nil {

@@ -633,8 +633,10 @@ func TestLookupsByReference(t *testing.T) {
 		if st, err := gw.RefundStatus(bg, xaalis.ModeTest, "channel_a", "", "TXN-LST1"); err != nil || st.ProviderRef != res.ProviderRef {
 			t.Fatalf("%+v %v", st, err)
 		}
+		// Asked whatever the configuration says of refunds (channel_c
+		// makes none): the simulator holds none of this reference.
 		_, err = gw.RefundStatus(bg, xaalis.ModeTest, "channel_c", "", "TXN-LST1")
-		wantCode(t, err, xaalis.ERefundNotSupported)
+		wantNotFound(t, err)
 	})
 
 	t.Run("ErrRefusalIsNoOutcome", func(t *testing.T) {
@@ -655,6 +657,33 @@ func TestLookupsByReference(t *testing.T) {
 		if e.requests("channel_a", "aggregator") != 2 {
 			t.Fatal("the next route was not asked after a refusal")
 		}
+	})
+
+	t.Run("ErrRefundUnsupportedIsNoOutcome", func(t *testing.T) {
+		// Routes that answer refund_unsupported to a lookup (channel_b
+		// makes no refunds, though its configuration here says it does)
+		// say nothing of a refund sent before: unknown, never
+		// refund_not_supported, which would fail a refund perhaps made.
+		e := newLive(t, 2*time.Second, func(cfg *xaalis.Config, _ *provider.Options) {
+			p := cfg.Providers["channel_b"]
+			p.Refunds = true
+			cfg.Providers["channel_b"] = p
+		})
+		_, err := e.gw.RefundStatus(bg, xaalis.ModeLive, "channel_b", "direct", "TXN-LS3")
+		if x := wantCode(t, err, xaalis.EGatewayUnavailable); !strings.Contains(x.Message, "refused (refund_unsupported)") {
+			t.Fatalf("%+v", x)
+		}
+	})
+
+	t.Run("ErrUnknownProviderIsNoOutcome", func(t *testing.T) {
+		// A route whose base_url names no provider answers 404, but not
+		// not_found: it cannot say that the provider never received it.
+		e := newLive(t, 2*time.Second, func(cfg *xaalis.Config, _ *provider.Options) {
+			rt := &cfg.Providers["channel_a"].Routes[0]
+			rt.BaseURL = strings.Replace(rt.BaseURL, "/channel_a/", "/channel_x/", 1)
+		})
+		_, err := e.gw.PayoutStatus(bg, xaalis.ModeLive, "channel_a", "TXN-LS4")
+		wantCode(t, err, xaalis.EGatewayUnavailable)
 	})
 }
 

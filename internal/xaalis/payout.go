@@ -243,6 +243,7 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, error) {
 	var t *Transaction
 	var prior *time.Time
+	busy := false
 	err := a.update(ctx, func(tx Tx) error {
 		cur, err := tx.TransactionForUpdate(ctx, id)
 		if err != nil {
@@ -252,26 +253,32 @@ func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, erro
 		if !cur.Status.Open() {
 			return nil
 		}
+		now := a.now()
+		if busy = dispatchedLately(cur, now); busy {
+			return nil
+		}
 		// Record the attempt before the call: a process that stops during
 		// it leaves a payout the dispatcher asks about before sending again.
-		now := a.now()
 		cur.DispatchedAt = &now
 		return tx.UpdateTransaction(ctx, cur)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !t.Status.Open() {
+	if !t.Status.Open() || busy {
 		return a.applyPayout(ctx, id, nil, nil)
 	}
+	// One budget for the lookup and the call (providerContext).
+	pctx, cancel := providerContext(ctx)
+	defer cancel()
 	var res PayoutResult
 	var perr error
 	if prior != nil || t.Status == StatusPending {
-		res, perr = a.Gateway.PayoutStatus(ctx, t.Mode, t.Provider, t.Reference)
+		res, perr = a.Gateway.PayoutStatus(pctx, t.Mode, t.Provider, t.Reference)
 		switch {
 		case ErrorCode(perr) == ENotFound && t.Status == StatusInitiated:
 			// The provider never received it: sending now cannot send twice.
-			res, perr = a.sendPayout(ctx, t)
+			res, perr = a.sendPayout(pctx, t)
 		case ErrorCode(perr) == ENotFound && t.Mode == ModeTest:
 			// A pending test payout unknown to this process's simulator,
 			// which holds its payouts in memory (another process made
@@ -281,7 +288,7 @@ func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, erro
 			return a.applyPayout(context.WithoutCancel(ctx), id, nil, nil)
 		}
 	} else {
-		res, perr = a.sendPayout(ctx, t)
+		res, perr = a.sendPayout(pctx, t)
 	}
 	return a.applyPayout(context.WithoutCancel(ctx), id, &res, perr)
 }

@@ -261,6 +261,7 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 	if err != nil {
 		return nil, err
 	}
+	busy := false
 	err = a.update(ctx, func(tx Tx) error {
 		// The payment first, then the refund: every command that locks
 		// both (creation, dispatch, settlement) takes them in this order.
@@ -277,38 +278,61 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 			return nil
 		}
 		now := a.now()
+		if busy = dispatchedLately(cur, now); busy {
+			return nil
+		}
 		cur.DispatchedAt = &now
 		return tx.UpdateTransaction(ctx, cur)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !r.Status.Open() {
+	if !r.Status.Open() || busy {
 		return a.applyRefund(ctx, id, nil, nil)
 	}
-	if r.Route != "" {
+	// One budget for the lookup and the call (providerContext).
+	pctx, cancel := providerContext(ctx)
+	defer cancel()
+	// A refund sent on a route whose answer never came, or to a provider
+	// that no longer refunds (its configuration changed since it was
+	// sent), is asked about by its reference too: failed without asking,
+	// it might have been made.
+	refunds := a.Config.Providers[r.Provider].Refunds
+	if r.Route != "" && refunds {
 		// An attempt there has an unknown outcome: sent again there only,
 		// where the reference is the provider's idempotency key.
-		return a.sendRefund(ctx, r, pay)
+		return a.sendRefund(pctx, r, pay)
 	}
 	// Sent before (creation commits the refund as sent) with no route
 	// recorded: the process that sent it may have stopped during the
 	// call, so the provider is asked by its reference first. Sent again
 	// blind, it could fail over to a route that does not share the first
 	// one's idempotency, and refund the payer twice.
-	pctx, cancel := providerContext(ctx)
-	res, perr := a.Gateway.RefundStatus(pctx, r.Mode, r.Provider, pay.Route, r.Reference)
-	cancel()
-	if errors.Is(perr, ErrNotFound) {
-		// No route has it: sent now, on any route, it is sent once.
-		return a.sendRefund(ctx, r, pay)
+	route := r.Route
+	if route == "" {
+		route = pay.Route
 	}
-	if perr != nil && ErrorCode(perr) != ERefundNotSupported {
-		// Unknown still (a route could not be asked): asked again by
-		// the dispatcher, never failed for it.
+	res, perr := a.Gateway.RefundStatus(pctx, r.Mode, r.Provider, route, r.Reference)
+	if errors.Is(perr, ErrNotFound) {
+		// No route has it: sent now, on any route, it is sent once (a
+		// provider that no longer refunds refuses it, and it fails).
+		return a.sendRefund(pctx, r, pay)
+	}
+	if perr != nil {
+		// Unknown still (a route could not be asked, or would not say):
+		// asked again by the dispatcher, never failed for it.
 		res, perr = PayoutResult{}, E(EGatewayUnavailable)
 	}
 	return a.applyRefund(context.WithoutCancel(ctx), id, &res, perr)
+}
+
+// dispatchedLately reports whether a payout or refund was last handed to
+// its provider less than DispatchAfter ago: that call (of another
+// process, or another request under its Idempotency-Key) may still be
+// under way, and two at once could each find nothing by the reference
+// and each send it, perhaps on two routes.
+func dispatchedLately(t *Transaction, now time.Time) bool {
+	return t.DispatchedAt != nil && now.Sub(*t.DispatchedAt) < DispatchAfter
 }
 
 // applyRefund settles a refund by the provider's answer, with its ledger
