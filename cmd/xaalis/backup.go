@@ -26,7 +26,7 @@ func cmdBackup(ctx context.Context, args []string, getenv func(string) string, s
 	if !strings.HasPrefix(*db, "sqlite:") {
 		return usagef("backup: %s is not an SQLite database; back PostgreSQL up with pg_dump (docs/deployment.md)", redactURL(*db))
 	}
-	if err := existingDatabase(*db); err != nil {
+	if err := existingDatabase(ctx, *db); err != nil {
 		return err
 	}
 	// openStore checks the key file, as every command that opens the

@@ -180,6 +180,9 @@ func cmdTrigger(ctx context.Context, args []string, getenv func(string) string, 
 	if len(pos) != 1 {
 		return usagef("trigger: expected one EVENT; %s", known)
 	}
+	if *timeout <= 0 {
+		return usagef("trigger: --timeout must be positive")
+	}
 	event := pos[0]
 	if !slices.Contains(triggerEvents, event) {
 		return usagef("trigger: unknown event %q; %s", event, known)

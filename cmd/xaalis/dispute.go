@@ -38,7 +38,7 @@ func cmdDisputeOpen(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
-	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
+	return withEventsApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		app.Config = business
 		d, err := app.OpenDispute(ctx, xaalis.DisputeOpen{TransactionID: *tx, Amount: *amount * 100, Reason: *reason})
 		if errors.Is(err, xaalis.ErrNotFound) {
@@ -68,7 +68,7 @@ func cmdDisputeDecide(ctx context.Context, args []string, getenv func(string) st
 	if len(pos) != 1 || *outcome == "" {
 		return usagef("dispute decide: expected one dispute ID and --outcome won|lost")
 	}
-	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
+	return withEventsApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		d, err := app.DecideDispute(ctx, pos[0], xaalis.DisputeStatus(*outcome), *note)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("dispute %s not found", pos[0])

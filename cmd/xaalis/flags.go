@@ -97,7 +97,13 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return parseError(err)
 	}
 	if len(pos) > 0 {
-		return usagef("%s: unexpected argument %q", strings.TrimPrefix(fs.Name(), "xaalis "), pos[0])
+		hint := ""
+		if _, err := strconv.ParseBool(pos[0]); err == nil {
+			// "--test-mode false": Go's boolean flags take their value
+			// only after "=".
+			hint = fmt.Sprintf(` (a boolean flag takes its value after "=", as --test-mode=%s)`, pos[0])
+		}
+		return usagef("%s: unexpected argument %q%s", strings.TrimPrefix(fs.Name(), "xaalis "), pos[0], hint)
 	}
 	return nil
 }
@@ -127,11 +133,23 @@ func openStoreOnly(ctx context.Context, url string) (xaalis.Store, error) {
 	return nil, usagef("database URL %q: expected sqlite://PATH or postgres://...", redactURL(url))
 }
 
-// existingDatabase refuses an SQLite URL whose file does not exist, for
-// the commands that only read or copy a database: opening one creates
-// and migrates it, so that a mistyped path made an empty backup or a
-// "consistent" ledger check of nothing.
-func existingDatabase(url string) error {
+// existingDatabase refuses an SQLite URL whose file does not exist, and a
+// PostgreSQL URL whose schema (its search_path's) holds no installation,
+// for the commands that only read or change what a database holds:
+// opening one creates and migrates it, so that a mistyped path or
+// search_path made an empty backup, a "consistent" ledger check of
+// nothing, or a whole installation in the wrong schema.
+func existingDatabase(ctx context.Context, url string) error {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		schema, ok, err := postgres.Installed(ctx, url)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return fmt.Errorf("no Xaalis installation in the schema %s of %s (check --database-url and its search_path; `xaalis migrate` makes one)", schema, redactURL(url))
+		}
+		return nil
+	}
 	if !strings.HasPrefix(url, "sqlite:") {
 		return nil
 	}
@@ -152,27 +170,37 @@ func existingDatabase(url string) error {
 // rather than made (a mistyped path would leave an empty database
 // behind, and the command would find nothing in it).
 func withExistingApp(ctx context.Context, db string, getenv func(string) string, fn func(*xaalis.App) error) error {
-	return openApp(ctx, db, true, getenv, fn)
+	return openApp(ctx, db, true, false, getenv, fn)
+}
+
+// withEventsApp is withExistingApp for the operator's commands that write
+// events (a payment marked refunded, a dispute decided, a payout request
+// moved): the App's public address is serve's XAALIS_PUBLIC_URL when
+// set, so that those events carry the payment_url the server's would.
+func withEventsApp(ctx context.Context, db string, getenv func(string) string, fn func(*xaalis.App) error) error {
+	return openApp(ctx, db, true, true, getenv, fn)
 }
 
 // withApp opens the database a command names and runs fn with an App on
-// it. The App's public address is serve's XAALIS_PUBLIC_URL when set: the
-// events an operator's command writes (a payment marked refunded, a
-// dispute decided) carry the payment_url the server's would.
+// it.
 func withApp(ctx context.Context, db string, getenv func(string) string, fn func(*xaalis.App) error) error {
-	return openApp(ctx, db, false, getenv, fn)
+	return openApp(ctx, db, false, false, getenv, fn)
 }
 
-// openApp is withApp, and withExistingApp when existing is set. A bad
-// XAALIS_PUBLIC_URL is a bad command line, refused before the database
-// is looked at.
-func openApp(ctx context.Context, db string, existing bool, getenv func(string) string, fn func(*xaalis.App) error) error {
-	u, err := publicBase(getenv("XAALIS_PUBLIC_URL"))
-	if err != nil {
-		return err
+// openApp is withApp, and withExistingApp when existing is set; with
+// events, it reads XAALIS_PUBLIC_URL (withEventsApp), and a bad one is a
+// bad command line, refused before the database is looked at. The other
+// commands leave it alone: README names the three that read it.
+func openApp(ctx context.Context, db string, existing, events bool, getenv func(string) string, fn func(*xaalis.App) error) error {
+	u := ""
+	if events {
+		var err error
+		if u, err = publicBase(getenv("XAALIS_PUBLIC_URL")); err != nil {
+			return err
+		}
 	}
 	if existing {
-		if err := existingDatabase(db); err != nil {
+		if err := existingDatabase(ctx, db); err != nil {
 			return err
 		}
 	}

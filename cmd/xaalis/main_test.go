@@ -35,6 +35,7 @@ import (
 
 	"github.com/xaalis/xaalis/internal/testutil"
 
+	"github.com/xaalis/xaalis/internal/postgres"
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
 	"github.com/xaalis/xaalis/internal/secrets"
 )
@@ -1214,6 +1215,9 @@ func TestUsage(t *testing.T) {
 		{"ErrServeArgument", []string{"serve", "now"}, getenv()},
 		{"ErrServeTestModeEnv", []string{"serve"}, getenv("XAALIS_TEST_MODE", "maybe")},
 		{"ErrServeTestModeFlag", []string{"serve", "--test-mode=maybe"}, getenv()},
+		// A boolean flag's value after a space is an argument.
+		{"ErrServeTestModeSpace", []string{"serve", "--test-mode", "false"}, getenv()},
+		{"ErrTriggerTimeoutZero", []string{"trigger", "payment.success", "--timeout", "0s", "--api-key", "sk_test_x"}, getenv()},
 		{"ErrServeLogLevel", []string{"serve", "--log-level", "loud"}, getenv()},
 		{"ErrMigrateUnknownFlag", []string{"migrate", "--bogus"}, getenv()},
 		{"ErrKeyCreateUnknownFlag", []string{"key", "create", "--bogus"}, getenv()},
@@ -1298,6 +1302,27 @@ func TestUsage(t *testing.T) {
 			t.Error("a usage error opened the database")
 		}
 	})
+}
+
+// TestNoInstallationMade: on PostgreSQL the commands that read or change
+// what a database holds refuse a schema with no installation, as they
+// refuse an SQLite path with no database, and make nothing in it: a
+// mistyped search_path made a whole installation in the wrong schema.
+// XAALIS_PUBLIC_URL is read only by the commands that write events.
+func TestNoInstallationMade(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	for _, args := range [][]string{{"ledger", "check"}, {"audit", "list"}, {"secrets", "status"}, {"key", "revoke", "k"}} {
+		_, _, err := cli(t, noEnv, append(args, "--database-url", db)...)
+		if err == nil || !strings.Contains(err.Error(), "no Xaalis installation in the schema xt_") {
+			t.Errorf("%v on an empty schema: %v", args, err)
+		}
+	}
+	if _, ok, err := postgres.Installed(context.Background(), db); err != nil || ok {
+		t.Fatalf("a refused command made an installation: %v %v", ok, err)
+	}
+	mustCLI(t, noEnv, "migrate", "--database-url", db)
+	mustCLI(t, envOf("XAALIS_PUBLIC_URL", "notaurl"), "ledger", "check", "--database-url", db)
 }
 
 // TestCommandLineStrictness: a stray argument is a bad command line (exit

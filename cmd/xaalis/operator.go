@@ -195,7 +195,7 @@ func cmdPayoutRequest(ctx context.Context, action string, args []string, getenv 
 	if len(pos) != 1 {
 		return usagef("payout-request %s: expected one payout request ID", action)
 	}
-	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
+	return withEventsApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		pr, err := app.MovePayoutRequest(ctx, pos[0], xaalis.PayoutRequestAction(action), *reason)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payout request %s not found", pos[0])
@@ -254,7 +254,7 @@ func cmdPaymentMarkRefunded(ctx context.Context, args []string, getenv func(stri
 	if len(pos) != 1 {
 		return usagef("payment mark-refunded: expected one payment ID")
 	}
-	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
+	return withEventsApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		t, err := app.MarkRefunded(ctx, pos[0], *note)
 		if errors.Is(err, xaalis.ErrNotFound) {
 			return fmt.Errorf("payment %s not found", pos[0])

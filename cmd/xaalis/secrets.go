@@ -195,7 +195,7 @@ func cmdSecretsAddKey(ctx context.Context, args []string, getenv func(string) st
 		// The data directory's key file: beside a database that must
 		// exist, or a mistyped path makes a directory and a key file no
 		// server reads.
-		if err := existingDatabase(*db); err != nil {
+		if err := existingDatabase(ctx, *db); err != nil {
 			return err
 		}
 		path = defaultKeyFile(*db)
@@ -227,7 +227,7 @@ func cmdSecretsRotate(ctx context.Context, args []string, getenv func(string) st
 		return usagef("secrets rotate: --batch must be at least 1")
 	}
 	ctx = withKeyFile(ctx, *keyFile)
-	if err := existingDatabase(*db); err != nil {
+	if err := existingDatabase(ctx, *db); err != nil {
 		return err
 	}
 	store, ki, err := openStoreKeyed(ctx, *db, true)
@@ -299,7 +299,7 @@ func cmdSecretsStatus(ctx context.Context, args []string, getenv func(string) st
 		return err
 	}
 	ctx = withKeyFile(ctx, *keyFile)
-	if err := existingDatabase(*db); err != nil {
+	if err := existingDatabase(ctx, *db); err != nil {
 		return err
 	}
 	store, ki, err := openStoreKeyed(ctx, *db, false)

@@ -123,6 +123,29 @@ func (s *Store) connShard(conn *pgx.Conn) int16 {
 	return v.(int16)
 }
 
+// Installed reports whether the schema a database URL names (its
+// search_path's first that exists) holds a Xaalis installation (goose's
+// version table), and which schema that is, without changing anything.
+func Installed(ctx context.Context, url string) (schema string, ok bool, err error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", false, fmt.Errorf("open postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var cur *string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
+		return "", false, fmt.Errorf("read current schema: %w", err)
+	}
+	if cur == nil {
+		return "", false, errors.New("no schema of the search_path exists")
+	}
+	err = conn.QueryRow(ctx, `SELECT to_regclass(quote_ident(current_schema()) || '.goose_db_version') IS NOT NULL`).Scan(&ok)
+	if err != nil {
+		return "", false, fmt.Errorf("look for an installation: %w", err)
+	}
+	return *cur, ok, nil
+}
+
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns.
 var DefaultMaxConns int32 = 16
 

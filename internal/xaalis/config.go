@@ -310,9 +310,21 @@ func (c *Config) check() error {
 	}
 	// A negative duration or count is a mistake, not "the default":
 	// refused, as 0 (the default) is not.
-	if c.PaymentExpirySeconds < 0 || c.ReconcileAfterSeconds < 0 || c.DisputeResponseSeconds < 0 ||
-		c.SubscriptionMaxAttempts < 0 || c.SubscriptionRetrySeconds < 0 {
-		return fmt.Errorf("payment_expiry_seconds, reconcile_after_seconds, dispute_response_seconds, subscription_max_attempts and subscription_retry_seconds must be at least 0 (0: the default)")
+	var negative []string
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"payment_expiry_seconds", c.PaymentExpirySeconds}, {"reconcile_after_seconds", c.ReconcileAfterSeconds},
+		{"dispute_response_seconds", c.DisputeResponseSeconds}, {"subscription_max_attempts", c.SubscriptionMaxAttempts},
+		{"subscription_retry_seconds", c.SubscriptionRetrySeconds},
+	} {
+		if f.v < 0 {
+			negative = append(negative, fmt.Sprintf("%s is %d", f.name, f.v))
+		}
+	}
+	if len(negative) > 0 {
+		return fmt.Errorf("%s: it must be at least 0 (0: the default)", strings.Join(negative, ", "))
 	}
 	if c.PaymentExpirySeconds == 0 {
 		c.PaymentExpirySeconds = 1800

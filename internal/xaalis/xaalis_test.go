@@ -358,8 +358,11 @@ func TestConfigWindowsAndRetries(t *testing.T) {
 	}
 	for _, bad := range []string{`{"dispute_response_seconds":-1}`, `{"subscription_max_attempts":-2}`, `{"subscription_retry_seconds":-3}`,
 		`{"payment_expiry_seconds":-5}`, `{"reconcile_after_seconds":-1}`} {
-		if _, err := xaalis.ParseConfig([]byte(bad)); err == nil {
-			t.Errorf("%s accepted", bad)
+		// The refusal names the setting, and only it.
+		name, _, _ := strings.Cut(strings.Trim(bad, `{"`), `"`)
+		_, err := xaalis.ParseConfig([]byte(bad))
+		if err == nil || !strings.Contains(err.Error(), ": "+name+" is -") || strings.Count(err.Error(), "_") != strings.Count(name, "_") {
+			t.Errorf("%s: %v", bad, err)
 		}
 	}
 }
