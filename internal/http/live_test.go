@@ -775,12 +775,11 @@ func TestLookupsAfterAStop(t *testing.T) {
 		// stoppedRefund is a refund of 1,200 XOF that direct made, as a
 		// process stopped during its first call leaves it: committed as
 		// sent, with no route recorded.
-		stoppedRefund := func(t *testing.T, idem, phone string) txRecord {
+		stoppedRefund := func(t *testing.T, idem, phone string) (rf txRecord, body string) {
 			t.Helper()
 			p := e.paidThenDirect(t, emu, keys.SecretLive, idem, phone, provider.RouteSwitches{Timeout: true})
-			var rf txRecord
-			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: idem,
-				body: `{"transaction_id":"` + p.ID + `","amount":1200}`}).data(t, &rf)
+			body = `{"transaction_id":"` + p.ID + `","amount":1200}`
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: idem, body: body}).data(t, &rf)
 			err := e.app.Store.Update(context.Background(), func(tx xaalis.Tx) error {
 				cur, err := tx.TransactionForUpdate(context.Background(), rf.ID)
 				if err != nil {
@@ -792,7 +791,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return rf
+			return rf, body
 		}
 		// sent is how many requests to make the refund reached the emulator.
 		sent := func(rf txRecord) (n int) {
@@ -821,7 +820,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 			// aggregator, which need not share direct's idempotency (a
 			// second refund). It is asked by its reference first, and sent
 			// only where no route has it.
-			rf := stoppedRefund(t, "refund-stop-1", "+221771234579")
+			rf, _ := stoppedRefund(t, "refund-stop-1", "+221771234579")
 			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
 				t.Fatal(err)
 			}
@@ -835,11 +834,32 @@ func TestLookupsAfterAStop(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKRefundRetriedAfterAStop", func(t *testing.T) {
+			// The same, retried under its Idempotency-Key at once (its
+			// request's answer never stored: the key is free again): the
+			// retry asks by the reference and answers the outcome, as the
+			// dispatcher would a minute later. Only the creating request
+			// called, and it runs no more.
+			rf, body := stoppedRefund(t, "refund-retry-1", "+221771234585")
+			if _, err := e.app.Store.PurgeIdempotency(context.Background(), e.clock.Now().Add(48*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			var again txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-retry-1", body: body}).want(t, 201, "").data(t, &again)
+			if again.ID != rf.ID || again.Status != "success" || again.Route == nil || again.Route.Name != "aggregator" ||
+				!strings.HasPrefix(again.Route.Reason, "found by its reference") || sent(rf) != 1 {
+				t.Fatalf("the retry: %+v %+v, sent %d times", again, again.Route, sent(rf))
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("OKRefundAskedWhenRefundsTurnedOff", func(t *testing.T) {
 			// The provider's refunds turned off in the configuration after a
 			// refund was sent and its answer lost: it is asked about, not
 			// failed (its reservation released) while the provider made it.
-			rf := stoppedRefund(t, "refund-off-1", "+221771234583")
+			rf, _ := stoppedRefund(t, "refund-off-1", "+221771234583")
 			spec := e.app.Config.Providers["channel_a"]
 			spec.Refunds = false
 			e.app.Config.Providers["channel_a"] = spec

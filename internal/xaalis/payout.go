@@ -227,7 +227,7 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 	case resume && !t.Status.Open():
 		return a.applyPayout(ctx, t.ID, nil, nil)
 	case resume:
-		return a.dispatchPayout(ctx, t.ID)
+		return a.dispatchPayout(ctx, t.ID, true)
 	case inTx:
 		return out, nil
 	}
@@ -240,7 +240,8 @@ func (a *App) CreatePayout(ctx context.Context, p *Principal, idemKey string, in
 // dispatchPayout sends an initiated payout to its provider (asking first,
 // when an earlier call's answer was lost) and applies the answer, running
 // the request's commit hook in that transaction.
-func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, error) {
+// resumed is a retry under its Idempotency-Key (dispatchedLately).
+func (a *App) dispatchPayout(ctx context.Context, id string, resumed bool) (*Transaction, error) {
 	var t *Transaction
 	var prior *time.Time
 	busy := false
@@ -254,7 +255,7 @@ func (a *App) dispatchPayout(ctx context.Context, id string) (*Transaction, erro
 			return nil
 		}
 		now := a.now()
-		if busy = dispatchedLately(cur, now); busy {
+		if busy = dispatchedLately(cur, now, resumed); busy {
 			return nil
 		}
 		// Record the attempt before the call: a process that stops during
@@ -457,9 +458,9 @@ func (a *App) DispatchDue(ctx context.Context, limit int) (int, error) {
 		var derr error
 		switch t.Type {
 		case TypePayout:
-			_, derr = a.dispatchPayout(ctx, t.ID)
+			_, derr = a.dispatchPayout(ctx, t.ID, false)
 		case TypeRefund:
-			_, derr = a.dispatchRefund(ctx, t.ID)
+			_, derr = a.dispatchRefund(ctx, t.ID, false)
 		}
 		if ctx.Err() != nil {
 			break

@@ -201,7 +201,7 @@ func (a *App) CreateRefund(ctx context.Context, p *Principal, idemKey string, in
 	case resume && !r.Status.Open():
 		return a.applyRefund(ctx, r.ID, nil, nil)
 	case resume:
-		return a.dispatchRefund(ctx, r.ID)
+		return a.dispatchRefund(ctx, r.ID, true)
 	case inTx:
 		return out, nil
 	}
@@ -255,7 +255,10 @@ func (a *App) refundRequest(r, pay *Transaction) RefundRequest {
 
 // dispatchRefund asks the provider to refund (idempotent on the refund's
 // reference, so asking again is safe) and applies the answer.
-func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, error) {
+//
+// resumed is a retry under the refund's Idempotency-Key, whose first
+// request (stopped, or answered 5xx) holds the key no more.
+func (a *App) dispatchRefund(ctx context.Context, id string, resumed bool) (*Transaction, error) {
 	var r, pay *Transaction
 	parent, err := a.refundParent(ctx, id)
 	if err != nil {
@@ -278,7 +281,7 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 			return nil
 		}
 		now := a.now()
-		if busy = dispatchedLately(cur, now); busy {
+		if busy = dispatchedLately(cur, now, resumed); busy {
 			return nil
 		}
 		cur.DispatchedAt = &now
@@ -327,12 +330,18 @@ func (a *App) dispatchRefund(ctx context.Context, id string) (*Transaction, erro
 }
 
 // dispatchedLately reports whether a payout or refund was last handed to
-// its provider less than DispatchAfter ago: that call (of another
-// process, or another request under its Idempotency-Key) may still be
-// under way, and two at once could each find nothing by the reference
-// and each send it, perhaps on two routes.
-func dispatchedLately(t *Transaction, now time.Time) bool {
-	return t.DispatchedAt != nil && now.Sub(*t.DispatchedAt) < DispatchAfter
+// its provider less than DispatchAfter ago by a dispatcher (of this
+// process or another), whose call may still be under way: two at once
+// could each find nothing by the reference and each send it, perhaps on
+// two routes. The request that created it called too (creation marks it
+// sent, DispatchedAt = CreatedAt); a retry under its Idempotency-Key
+// (resumed) holds the key that request held, so that request runs no
+// more, and only a dispatcher's later mark holds the retry back.
+func dispatchedLately(t *Transaction, now time.Time, resumed bool) bool {
+	if t.DispatchedAt == nil || now.Sub(*t.DispatchedAt) >= DispatchAfter {
+		return false
+	}
+	return !resumed || !t.DispatchedAt.Equal(t.CreatedAt)
 }
 
 // applyRefund settles a refund by the provider's answer, with its ledger
