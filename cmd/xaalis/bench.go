@@ -97,7 +97,7 @@ func cmdBench(ctx context.Context, args []string, getenv func(string) string, st
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("bench: unexpected argument %q", fs.Arg(0))
+		return unexpectedArgument(fs, args, fs.Arg(0))
 	}
 	o := benchOptions{dbURL: *db, target: *target, serverProcess: *serverProcess, apiKey: *apiKey, seed: *seed, drainTimeout: *drain, drainRate: *drainRate, drainDuration: *drainDuration,
 		dispatchEvery: *dispatch, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *traceFile, freshSchema: *freshSchema, floors: *floors,

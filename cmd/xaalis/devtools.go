@@ -55,7 +55,7 @@ func cmdListen(ctx context.Context, args []string, getenv func(string) string, s
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("listen: unexpected argument %q", fs.Arg(0))
+		return unexpectedArgument(fs, args, fs.Arg(0))
 	}
 	if err := checkAPIFlags("listen", *key, *base); err != nil {
 		return err

@@ -87,6 +87,30 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// unexpectedArgument is the usage error of a stray argument arg among
+// args. After a boolean flag ("--test-mode false") it says why: Go's
+// boolean flags take their value only after "=", and "false" is then an
+// argument of its own.
+func unexpectedArgument(fs *flag.FlagSet, args []string, arg string) error {
+	name := strings.TrimPrefix(fs.Name(), "xaalis ")
+	if _, err := strconv.ParseBool(arg); err == nil {
+		for i := 1; i < len(args); i++ {
+			if args[i] != arg {
+				continue
+			}
+			prev := strings.TrimLeft(args[i-1], "-")
+			f := fs.Lookup(prev)
+			if f == nil || strings.Contains(args[i-1], "=") {
+				continue
+			}
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				return usagef("%s: unexpected argument %q (a boolean flag takes its value after \"=\": --%s=%s)", name, arg, prev, arg)
+			}
+		}
+	}
+	return usagef("%s: unexpected argument %q", name, arg)
+}
+
 // parseFlags parses a command that takes flags only, wherever they stand,
 // and refuses any other argument: a stray word would otherwise end the
 // flags, and those after it would go unread (another database, another
@@ -97,13 +121,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return parseError(err)
 	}
 	if len(pos) > 0 {
-		hint := ""
-		if _, err := strconv.ParseBool(pos[0]); err == nil {
-			// "--test-mode false": Go's boolean flags take their value
-			// only after "=".
-			hint = fmt.Sprintf(` (a boolean flag takes its value after "=", as --test-mode=%s)`, pos[0])
-		}
-		return usagef("%s: unexpected argument %q%s", strings.TrimPrefix(fs.Name(), "xaalis "), pos[0], hint)
+		return unexpectedArgument(fs, args, pos[0])
 	}
 	return nil
 }

@@ -1216,7 +1216,7 @@ func TestUsage(t *testing.T) {
 		{"ErrServeTestModeEnv", []string{"serve"}, getenv("XAALIS_TEST_MODE", "maybe")},
 		{"ErrServeTestModeFlag", []string{"serve", "--test-mode=maybe"}, getenv()},
 		// A boolean flag's value after a space is an argument.
-		{"ErrServeTestModeSpace", []string{"serve", "--test-mode", "false"}, getenv()},
+		{"ErrServeTestModeSpace", []string{"serve", "--test-mode", "false"}, getenv()}, // the hint: TestBoolFlagHint
 		{"ErrTriggerTimeoutZero", []string{"trigger", "payment.success", "--timeout", "0s", "--api-key", "sk_test_x"}, getenv()},
 		{"ErrServeLogLevel", []string{"serve", "--log-level", "loud"}, getenv()},
 		{"ErrMigrateUnknownFlag", []string{"migrate", "--bogus"}, getenv()},
@@ -1304,6 +1304,29 @@ func TestUsage(t *testing.T) {
 	})
 }
 
+// TestBoolFlagHint: "--test-mode false" is refused (Go's boolean flags
+// take their value after "="), and the refusal names the flag's right
+// form; a stray "true" after no boolean flag gets no such hint.
+func TestBoolFlagHint(t *testing.T) {
+	t.Parallel()
+	env := envOf("XAALIS_DATABASE_URL", "sqlite://"+filepath.Join(t.TempDir(), "x.db"), "XAALIS_ADDR", "127.0.0.1:0", "XAALIS_ADMIN_ADDR", "127.0.0.1:0")
+	for _, c := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"serve", "--test-mode", "false"}, "--test-mode=false"},
+		{[]string{"serve", "--pprof", "true", "--log-level", "info"}, "--pprof=true"},
+		{[]string{"listen", "--live", "false", "--api-key", "sk_live_x"}, "--live=false"},
+		{[]string{"ledger", "check", "true"}, ""},
+	} {
+		_, _, err := cli(t, env, c.args...)
+		var ue usageError
+		if !errors.As(err, &ue) || (c.hint != "" && !strings.Contains(err.Error(), c.hint)) || (c.hint == "" && strings.Contains(err.Error(), "boolean")) {
+			t.Errorf("%v: %v", c.args, err)
+		}
+	}
+}
+
 // TestNoInstallationMade: on PostgreSQL the commands that read or change
 // what a database holds refuse a schema with no installation, as they
 // refuse an SQLite path with no database, and make nothing in it: a
@@ -1311,7 +1334,8 @@ func TestUsage(t *testing.T) {
 // XAALIS_PUBLIC_URL is read only by the commands that write events.
 func TestNoInstallationMade(t *testing.T) {
 	t.Parallel()
-	db := pgtest.URL(t)
+	// With a pool parameter, which only the pool reads (docs/write-path.md).
+	db := pgtest.URL(t) + "&pool_max_conns=4"
 	for _, args := range [][]string{{"ledger", "check"}, {"audit", "list"}, {"secrets", "status"}, {"key", "revoke", "k"}} {
 		_, _, err := cli(t, noEnv, append(args, "--database-url", db)...)
 		if err == nil || !strings.Contains(err.Error(), "no Xaalis installation in the schema xt_") {

@@ -81,7 +81,7 @@ func cmdOperatorTokenList(ctx context.Context, args []string, getenv func(string
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("operator token list: unexpected argument %q", fs.Arg(0))
+		return unexpectedArgument(fs, args, fs.Arg(0))
 	}
 	return withExistingApp(ctx, *db, getenv, func(app *xaalis.App) error {
 		list, err := app.OperatorTokens(ctx)

@@ -188,7 +188,7 @@ func cmdSecretsAddKey(ctx context.Context, args []string, getenv func(string) st
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("secrets add-key: unexpected argument %q", fs.Arg(0))
+		return unexpectedArgument(fs, args, fs.Arg(0))
 	}
 	path := *keyFile
 	if path == "" {
@@ -221,7 +221,7 @@ func cmdSecretsRotate(ctx context.Context, args []string, getenv func(string) st
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("secrets rotate: unexpected argument %q", fs.Arg(0))
+		return unexpectedArgument(fs, args, fs.Arg(0))
 	}
 	if *batch < 1 {
 		return usagef("secrets rotate: --batch must be at least 1")

@@ -67,7 +67,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("serve: unexpected argument %q", fs.Arg(0))
+		return unexpectedArgument(fs, args, fs.Arg(0))
 	}
 	if err := env.check(fs); err != nil {
 		return err

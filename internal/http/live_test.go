@@ -855,6 +855,32 @@ func TestLookupsAfterAStop(t *testing.T) {
 			}
 			e.ledgerOK(t)
 		})
+		t.Run("OKRefundKeepsItsRoute", func(t *testing.T) {
+			// A refund whose call to direct went unanswered (its route
+			// recorded), refunds then turned off: asked about while direct
+			// is down, the aggregator answers, and the refund still names
+			// direct, where it was sent.
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-keep-1", "+221771234588", provider.RouteSwitches{Timeout: true})
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-keep-1",
+				body: `{"transaction_id":"` + p.ID + `","amount":900}`}).data(t, &rf)
+			if rf.Route == nil || rf.Route.Name != "direct" {
+				t.Fatalf("after the timeout: %+v", rf.Route)
+			}
+			spec := e.app.Config.Providers["channel_a"]
+			spec.Refunds = false
+			e.app.Config.Providers["channel_a"] = spec
+			defer func() {
+				spec.Refunds = true
+				e.app.Config.Providers["channel_a"] = spec
+			}()
+			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true})
+			dispatch(t)
+			if again := refundNow(t, rf.ID); again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || sent(rf) != 1 {
+				t.Fatalf("found by the aggregator: %+v %+v, sent %d times", again, again.Route, sent(rf))
+			}
+			e.ledgerOK(t)
+		})
 		t.Run("OKRefundAskedWhenRefundsTurnedOff", func(t *testing.T) {
 			// The provider's refunds turned off in the configuration after a
 			// refund was sent and its answer lost: it is asked about, not
@@ -926,7 +952,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
 			var rf txRecord
 			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-none-1",
-				body: `{"transaction_id":"` + p.ID + `","amount":800}`}).data(t, &rf)
+				body: `{"transaction_id":"` + p.ID + `","amount":800}`}).want(t, 201, "").data(t, &rf)
 			if rf.Status != "initiated" || rf.Route != nil {
 				t.Fatalf("with every route down: %+v %+v", rf, rf.Route)
 			}
@@ -936,6 +962,57 @@ func TestLookupsAfterAStop(t *testing.T) {
 			again := refundNow(t, rf.ID)
 			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" || sent(rf) != 1 {
 				t.Fatalf("once the routes are back: %+v %+v, %d requests", again, again.Route, sent(rf))
+			}
+			e.ledgerOK(t)
+		})
+	})
+}
+
+// TestPayoutLookupsAfterAStop: a payout asked about by its reference
+// keeps the route that made it, and waits while its provider cannot be
+// asked. Apart from TestLookupsAfterAStop: each test moves the clock on
+// by minutes, and the emulator's notifications carry the real time,
+// refused past five minutes' difference.
+func TestPayoutLookupsAfterAStop(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		dispatch := func(t *testing.T) {
+			t.Helper()
+			e.clock.Advance(xaalis.DispatchAfter + time.Second)
+			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Run("OKPayoutWaitsWhenItsProviderIsGone", func(t *testing.T) {
+			// A pending payout whose provider is taken out of the
+			// configuration: the lookup's refusal (no such provider) is
+			// no outcome, and the payout waits, its money reserved, until
+			// the provider can be asked again.
+			e.paidThenDirect(t, emu, keys.SecretLive, "po-gone-pay", "+221771234586", provider.RouteSwitches{})
+			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
+			var po txRecord
+			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "po-gone-1",
+				body: payoutBody("po-gone-1", 1000, "channel_a", "+221771234587")}).want(t, 201, "").data(t, &po)
+			spec := e.app.Config.Providers["channel_a"]
+			delete(e.app.Config.Providers, "channel_a")
+			dispatch(t)
+			e.app.Config.Providers["channel_a"] = spec
+			var again txRecord
+			e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			if again.Status != "pending" {
+				t.Fatalf("with its provider gone: %+v", again)
+			}
+			made, _ := emu.Payout(po.Reference)
+			if _, err := emu.SettlePayout(made.ID, xaalis.ProviderSuccess, ""); err != nil {
+				t.Fatal(err)
+			}
+			dispatch(t)
+			e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
+			if again.Status != "success" {
+				t.Fatalf("with its provider back: %+v", again)
 			}
 			e.ledgerOK(t)
 		})

@@ -127,7 +127,13 @@ func (s *Store) connShard(conn *pgx.Conn) int16 {
 // search_path's first that exists) holds a Xaalis installation (goose's
 // version table), and which schema that is, without changing anything.
 func Installed(ctx context.Context, url string) (schema string, ok bool, err error) {
-	conn, err := pgx.Connect(ctx, url)
+	// Parsed as Open parses it: pgx.Connect would send the pool's own
+	// parameters (pool_max_conns) to the server, which refuses them.
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return "", false, fmt.Errorf("parse postgres url: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return "", false, fmt.Errorf("open postgres: %w", err)
 	}

@@ -202,12 +202,13 @@ const ProviderCallBudget = 45 * time.Second
 // client hangs up (cut off, a call that reached the provider left an
 // unknown outcome, settled only later), but bounded by
 // ProviderCallBudget.
-// A context already so bounded keeps its budget: a lookup by reference
+// A context already so bounded (and not since freed of its deadline by
+// context.WithoutCancel) keeps its budget: a lookup by reference
 // and the call that follows it share one (together they stay below the
 // write timeout and DispatchAfter, past which another dispatcher may take
 // the same payout or refund).
 func providerContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Value(budgetKey{}) != nil {
+	if _, bounded := ctx.Deadline(); bounded && ctx.Value(budgetKey{}) != nil {
 		return context.WithCancel(ctx)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ProviderCallBudget)

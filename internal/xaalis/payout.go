@@ -287,6 +287,12 @@ func (a *App) dispatchPayout(ctx context.Context, id string, resumed bool) (*Tra
 			// provider that lost a payout it took keeps not_found as the
 			// payout's failure_reason, for the operator to see.
 			return a.applyPayout(context.WithoutCancel(ctx), id, nil, nil)
+		case ErrorCode(perr) == EGatewayError:
+			// A lookup's refusal (its provider or its routes gone from
+			// the configuration) tells nothing of the payout: failed
+			// for it, its money would be released though the provider
+			// may pay it. Unknown still; asked again later.
+			res, perr = PayoutResult{}, E(EGatewayUnavailable)
 		}
 	} else {
 		res, perr = a.sendPayout(pctx, t)

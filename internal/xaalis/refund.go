@@ -400,7 +400,9 @@ func (a *App) applyRefundIn(ctx context.Context, tx Tx, r *Transaction, res *Pay
 		if res.ProviderRef != "" {
 			r.ProviderRef = res.ProviderRef
 		}
-		if res.Route != "" {
+		// A route recorded (an unknown outcome there) stays, unless that
+		// route answered: another that answered a lookup did not make it.
+		if res.Route != "" && (r.Route == "" || r.Route == res.Route) {
 			r.Route, r.RouteReason = res.Route, res.RouteReason
 		}
 	}
