@@ -827,7 +827,11 @@ func TestPayoutRequests(t *testing.T) {
 func TestPayoutRequestThrottle(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b.open(t))
-		_, keys := e.merchant()
+		id, keys := e.merchant()
+		kyc := xaalis.KYCApproved
+		if _, err := e.app.UpdateMerchant(context.Background(), id, xaalis.MerchantUpdate{KYC: &kyc}); err != nil {
+			t.Fatal(err)
+		}
 		e.fund(t, keys.SecretTest, 1, 100000)
 		for i := range 10 {
 			e.do(call{method: "POST", path: "/v1/payout-requests", key: keys.SecretTest, idem: fmt.Sprint("th-", i),
@@ -838,6 +842,10 @@ func TestPayoutRequestThrottle(t *testing.T) {
 		if r.header.Get("Retry-After") == "" {
 			t.Fatal("no Retry-After")
 		}
+		// Test and live are counted apart: test requests never hold back
+		// a live withdrawal (refused here for the live balance, 0).
+		e.do(call{method: "POST", path: "/v1/payout-requests", key: keys.SecretLive, idem: "th-live",
+			body: `{"amount":1000,"destination_phone":"+221771112233"}`}).want(t, 422, xaalis.EInsufficientBalance)
 		e.clock.Advance(61 * time.Second)
 		e.do(call{method: "POST", path: "/v1/payout-requests", key: keys.SecretTest, idem: "th-11",
 			body: `{"amount":1000,"destination_phone":"+221771112233"}`}).want(t, 201, "")

@@ -90,11 +90,11 @@ func (t *Tx) UpdatePayoutRequest(ctx context.Context, r *xaalis.PayoutRequest) e
 	return oneRow("update payout request", tag, err)
 }
 
-// PayoutRequestsSince counts the merchant's payout requests submitted at or
-// after since, in both modes, and returns the oldest one's time. It locks
+// PayoutRequestsSince counts the merchant's payout requests of mode
+// submitted at or after since, and returns the oldest one's time. It locks
 // the merchant's row first: concurrent submissions of one merchant take
 // turns, and each counts the requests the previous ones committed.
-func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, since time.Time) (int, time.Time, error) {
+func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, mode xaalis.Mode, since time.Time) (int, time.Time, error) {
 	var one int
 	if err := t.tx.QueryRow(ctx, `SELECT 1 FROM merchants WHERE id = $1 FOR UPDATE`, merchantID).Scan(&one); err != nil {
 		return 0, time.Time{}, notFound("lock merchant", err)
@@ -102,7 +102,7 @@ func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, since t
 	var n int
 	var oldest *time.Time
 	if err := t.tx.QueryRow(ctx, `SELECT count(*), min(submitted_at) FROM payout_requests
-		WHERE merchant_id = $1 AND submitted_at >= $2`, merchantID, since).Scan(&n, &oldest); err != nil {
+		WHERE merchant_id = $1 AND mode = $2 AND submitted_at >= $3`, merchantID, mode, since).Scan(&n, &oldest); err != nil {
 		return 0, time.Time{}, fmt.Errorf("count payout requests: %w", err)
 	}
 	if oldest == nil {

@@ -104,10 +104,10 @@ func (t *Tx) UpdatePayoutRequest(ctx context.Context, r *xaalis.PayoutRequest) e
 	return oneRow(res)
 }
 
-// PayoutRequestsSince counts the merchant's payout requests submitted at or
-// after since, in both modes, and returns the oldest one's time. The write
-// transaction already excludes every other writer.
-func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, since time.Time) (int, time.Time, error) {
+// PayoutRequestsSince counts the merchant's payout requests of mode
+// submitted at or after since, and returns the oldest one's time. The
+// write transaction already excludes every other writer.
+func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, mode xaalis.Mode, since time.Time) (int, time.Time, error) {
 	var one int
 	if err := t.tx.QueryRowContext(ctx, `SELECT 1 FROM merchants WHERE id = ?`, merchantID).Scan(&one); err != nil {
 		return 0, time.Time{}, notFound(err)
@@ -115,7 +115,7 @@ func (t *Tx) PayoutRequestsSince(ctx context.Context, merchantID string, since t
 	var n int
 	var oldest sql.NullInt64
 	if err := t.tx.QueryRowContext(ctx, `SELECT count(*), min(submitted_at) FROM payout_requests
-		WHERE merchant_id = ? AND submitted_at >= ?`, merchantID, micros(since)).Scan(&n, &oldest); err != nil {
+		WHERE merchant_id = ? AND mode = ? AND submitted_at >= ?`, merchantID, mode, micros(since)).Scan(&n, &oldest); err != nil {
 		return 0, time.Time{}, fmt.Errorf("count payout requests: %w", err)
 	}
 	if !oldest.Valid {

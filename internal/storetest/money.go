@@ -866,26 +866,33 @@ func testPayoutRequestsSince(t *testing.T, s xaalis.Store) {
 	insertPR(t, s, newPayoutRequest(m, xaalis.ModeLive, t0.Add(time.Hour)))
 	insertPR(t, s, newPayoutRequest(m, xaalis.ModeTest, t0.Add(2*time.Hour)))
 	insertPR(t, s, newPayoutRequest(other, xaalis.ModeTest, t0.Add(time.Hour)))
-	since := func(merchantID string, at time.Time) (n int, oldest time.Time, err error) {
-		err = s.Update(ctx, func(tx xaalis.Tx) error { n, oldest, err = tx.PayoutRequestsSince(ctx, merchantID, at); return err })
+	since := func(merchantID string, mode xaalis.Mode, at time.Time) (n int, oldest time.Time, err error) {
+		err = s.Update(ctx, func(tx xaalis.Tx) error {
+			n, oldest, err = tx.PayoutRequestsSince(ctx, merchantID, mode, at)
+			return err
+		})
 		return
 	}
+	// Each mode counts its own: test requests never hold back live ones.
 	for _, c := range []struct {
+		mode   xaalis.Mode
 		since  time.Time
 		n      int
 		oldest time.Time
 	}{
-		{t0, 3, t0},
-		{t0.Add(time.Second), 2, t0.Add(time.Hour)},
-		{t0.Add(time.Hour), 2, t0.Add(time.Hour)},
-		{t0.Add(3 * time.Hour), 0, time.Time{}},
+		{xaalis.ModeTest, t0, 2, t0},
+		{xaalis.ModeTest, t0.Add(time.Second), 1, t0.Add(2 * time.Hour)},
+		{xaalis.ModeTest, t0.Add(3 * time.Hour), 0, time.Time{}},
+		{xaalis.ModeLive, t0, 1, t0.Add(time.Hour)},
+		{xaalis.ModeLive, t0.Add(time.Hour), 1, t0.Add(time.Hour)},
+		{xaalis.ModeLive, t0.Add(time.Hour + time.Second), 0, time.Time{}},
 	} {
-		n, oldest, err := since(m.ID, c.since)
+		n, oldest, err := since(m.ID, c.mode, c.since)
 		if err != nil || n != c.n || !oldest.Equal(c.oldest) {
-			t.Fatalf("since %v: %d, %v, %v; want %d, %v", c.since, n, oldest, err, c.n, c.oldest)
+			t.Fatalf("%s since %v: %d, %v, %v; want %d, %v", c.mode, c.since, n, oldest, err, c.n, c.oldest)
 		}
 	}
-	if _, _, err := since("nope", t0); !errors.Is(err, xaalis.ErrNotFound) {
+	if _, _, err := since("nope", xaalis.ModeTest, t0); !errors.Is(err, xaalis.ErrNotFound) {
 		t.Fatalf("missing merchant: %v", err)
 	}
 	// Concurrent submissions count each other: at most 6 in the window.
@@ -895,7 +902,7 @@ func testPayoutRequestsSince(t *testing.T, s xaalis.Store) {
 		go func() {
 			defer wg.Done()
 			err := s.Update(ctx, func(tx xaalis.Tx) error {
-				n, _, err := tx.PayoutRequestsSince(ctx, m.ID, t0)
+				n, _, err := tx.PayoutRequestsSince(ctx, m.ID, xaalis.ModeTest, t0)
 				if err != nil || n >= 6 {
 					return err
 				}
@@ -907,7 +914,7 @@ func testPayoutRequestsSince(t *testing.T, s xaalis.Store) {
 		}()
 	}
 	wg.Wait()
-	if n, _, err := since(m.ID, t0); err != nil || n != 6 {
+	if n, _, err := since(m.ID, xaalis.ModeTest, t0); err != nil || n != 6 {
 		t.Fatalf("after concurrent submissions: %d, %v; want 6", n, err)
 	}
 }

@@ -275,11 +275,11 @@ type Tx interface {
 	InsertPayoutRequest(ctx context.Context, r *PayoutRequest) error
 	PayoutRequestForUpdate(ctx context.Context, id string) (*PayoutRequest, error)
 	UpdatePayoutRequest(ctx context.Context, r *PayoutRequest) error
-	// PayoutRequestsSince counts a merchant's payout requests created at or
-	// after since (both modes) and returns the oldest one's time; the
+	// PayoutRequestsSince counts a merchant's payout requests of one mode
+	// created at or after since and returns the oldest one's time; the
 	// merchant's row is locked first so that concurrent submissions count
-	// each other.
-	PayoutRequestsSince(ctx context.Context, merchantID string, since time.Time) (int, time.Time, error)
+	// each other. ErrNotFound: no such merchant.
+	PayoutRequestsSince(ctx context.Context, merchantID string, mode Mode, since time.Time) (int, time.Time, error)
 
 	// InsertOperatorToken stores an operator token (its hash only).
 	InsertOperatorToken(ctx context.Context, t *OperatorToken) error
