@@ -91,6 +91,8 @@ Commands:
   audit list             the audit log of operator actions, newest first
   payout-request approve|reject|complete|fail ID   move a payout request (operator)
   payment mark-refunded ID   mark a payment refunded by hand (providers without refunds)
+  payout settle ID --outcome success|failed --note TEXT   record a payout's outcome its provider gave by hand
+  refund settle ID --outcome success|failed --note TEXT   the same for a refund
   ledger check           compare every balance with its postings (exit 1 on a difference)
   bench                  load-test the API on loopback against the machine's floor (BENCHMARKS.md)
   dispute open --transaction ID [--amount N] [--reason TEXT]   open a dispute (operator)
@@ -110,7 +112,7 @@ Run 'xaalis <command> -h' for the flags of a command.
 
 // groups are the words that only begin a command (merchant create, ...).
 var groups = map[string]bool{"merchant": true, "key": true, "operator": true, "audit": true, "payout-request": true,
-	"ledger": true, "dispute": true, "secrets": true, "payment": true}
+	"ledger": true, "dispute": true, "secrets": true, "payment": true, "payout": true, "refund": true}
 
 // groupHelp reports whether args ask for help after a group's word
 // (operator token -h included).
@@ -235,6 +237,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdSecrets(ctx, args[1:], getenv, stdout, stderr)
 	case "backup":
 		return cmdBackup(ctx, args[1:], getenv, stdout, stderr)
+	case "payout", "refund":
+		if len(args) < 2 || args[1] != "settle" {
+			return usagef("%s: expected settle", args[0])
+		}
+		return cmdSettle(ctx, xaalis.TxType(args[0]), args[2:], getenv, stdout, stderr)
 	case "payment":
 		if len(args) < 2 || args[1] != "mark-refunded" {
 			return usagef("payment: expected mark-refunded")

@@ -142,6 +142,49 @@ func TestOperatorCLI(t *testing.T) {
 			t.Fatalf("status %s", p.Data.Status)
 		}
 	})
+	t.Run("OKPayoutSettle", func(t *testing.T) {
+		// A test payout to a number whose payout never settles: the
+		// operator records the outcome its provider gave by hand.
+		r := s.do(t, "POST", "/v1/payouts", key, `{"merchant_ref":"cli-po-1","amount":1000,"currency":"XOF","provider":"channel_a",
+			"recipient":{"phone":"`+provider.TestPhoneNoPayer+`","name":"Moussa"}}`).want(t, 201, "")
+		var po struct {
+			Data struct{ ID, Reference, Status string }
+		}
+		if err := json.Unmarshal(r.body, &po); err != nil || po.Data.Status != "pending" {
+			t.Fatalf("the payout: %s", r.body)
+		}
+		for _, args := range [][]string{
+			{"payout", "settle", po.Data.ID, "--outcome", "failed"},                 // no note
+			{"payout", "settle", po.Data.ID, "--outcome", "maybe", "--note", "x"},   // no such outcome
+			{"payout", "settle", "--outcome", "failed", "--note", "x"},              // no ID
+			{"payout", "settle", po.Data.ID, "--outcome", "failed", "--note", "x"}, // a bell
+			{"payout", "bogus", po.Data.ID},
+		} {
+			stdout, _, err := cli(t, noEnv, append(args, "--database-url", db)...)
+			wantErr(t, true, stdout, err)
+		}
+		stdout, _, err := cli(t, noEnv, "refund", "settle", po.Data.ID, "--outcome", "failed", "--note", "x", "--database-url", db)
+		wantErr(t, false, stdout, err) // a payout is no refund: not found
+		out := mustCLI(t, noEnv, "payout", "settle", po.Data.Reference, "--outcome", "failed", "--note", "channel_a support: never paid", "--database-url", db)
+		if !strings.Contains(out, "is failed") {
+			t.Fatalf("payout settle: %s", out)
+		}
+		if e := lastAudit(t, db); e.Action != "payout.settle_by_hand" || e.Note != "channel_a support: never paid" {
+			t.Fatalf("the audit entry: %+v", e)
+		}
+		stdout, _, err = cli(t, noEnv, "payout", "settle", po.Data.ID, "--outcome", "success", "--note", "x", "--database-url", db)
+		wantErr(t, false, stdout, err) // failed already: a state refusal, exit 1
+		var got struct {
+			Data struct {
+				Status        string
+				FailureReason string `json:"failure_reason"`
+			}
+		}
+		_ = json.Unmarshal(s.do(t, "GET", "/v1/payouts/"+po.Data.ID, key, "").want(t, 200, "").body, &got)
+		if got.Data.Status != "failed" || got.Data.FailureReason != "settled_by_operator" {
+			t.Fatalf("the payout after: %+v", got)
+		}
+	})
 	t.Run("ErrControlCharacters", func(t *testing.T) {
 		// The command line sends no JSON, so the API's input hygiene never
 		// saw what it stores: each command applies the same rules, and a

@@ -243,6 +243,40 @@ func cmdLedgerCheck(ctx context.Context, args []string, getenv func(string) stri
 
 // cmdPaymentMarkRefunded is the operator's fallback for providers without
 // automatic refunds.
+// cmdSettle records the outcome the provider gave of a payout or refund
+// (typ) that no lookup settles: payout settle ID / refund settle ID
+// --outcome success|failed --note TEXT.
+func cmdSettle(ctx context.Context, typ xaalis.TxType, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	name := string(typ) + " settle"
+	fs := newFlags(name, stderr)
+	db := databaseFlag(fs, getenv)
+	outcome := fs.String("outcome", "", "success or failed: what the provider says became of it")
+	note := fs.String("note", "", "what the provider said of it, and where (its statement, its support's ticket); required")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return parseError(err)
+	}
+	if len(pos) != 1 {
+		return usagef("%s: expected one %s ID", name, typ)
+	}
+	if *outcome != "success" && *outcome != "failed" {
+		return usagef("%s: --outcome must be success or failed", name)
+	}
+	if strings.TrimSpace(*note) == "" {
+		return usagef("%s: --note is required: what the provider said of it, and where", name)
+	}
+	return withEventsApp(ctx, *db, getenv, func(app *xaalis.App) error {
+		t, err := app.SettleByHand(ctx, typ, pos[0], xaalis.ProviderState(*outcome), *note)
+		if errors.Is(err, xaalis.ErrNotFound) {
+			return fmt.Errorf("%s %s not found", typ, pos[0])
+		} else if err != nil {
+			return describe(err, "note", "outcome")
+		}
+		fmt.Fprintf(stdout, "%s %s (%s) is %s\n", typ, t.ID, t.Reference, t.Status)
+		return nil
+	})
+}
+
 func cmdPaymentMarkRefunded(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("payment mark-refunded", stderr)
 	db := databaseFlag(fs, getenv)

@@ -123,6 +123,28 @@ func (a *Admin) handleMarkRefunded(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, recordEnvelope{Data: t, Livemode: t.Mode.Live()})
 }
 
+// handleSettle records the outcome of a payout or refund (typ) the
+// operator learned from its provider: {"outcome": "success"|"failed",
+// "note": "…"} (xaalis.App.SettleByHand).
+func (a *Admin) handleSettle(typ xaalis.TxType) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Outcome xaalis.ProviderState `json:"outcome"`
+			Note    string               `json:"note"`
+		}
+		if err := decode(r, &in); err != nil {
+			Error(w, r, err)
+			return
+		}
+		t, err := a.App.SettleByHand(r.Context(), typ, r.PathValue("id"), in.Outcome, in.Note)
+		if err != nil {
+			Error(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, recordEnvelope{Data: t, Livemode: t.Mode.Live()})
+	}
+}
+
 func (a *Admin) handleLedgerCheck(w http.ResponseWriter, r *http.Request) {
 	// Recorded (the console and xaalis_ledger_check_problems show the last
 	// check) and audited, as from the console and the CLI.

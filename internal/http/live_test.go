@@ -1055,3 +1055,104 @@ func TestPayoutLookupsAfterAStop(t *testing.T) {
 		})
 	})
 }
+
+// TestSettleByHand: a payout or refund no lookup settles (its provider
+// never finalises it, or will not say) is settled by the operator with
+// the outcome the provider gave by hand: its ledger entries, events and
+// reservation as the provider's answer would have left them, and an
+// audit entry with the note. Asked again with the same outcome, it
+// answers the record unchanged; another outcome, or a record of another
+// type, is refused.
+func TestSettleByHand(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e, emu, keys := liveEnv(t, b)
+		admin, token := adminEnv(t, e)
+		settle := func(kind, id, body string) (int, map[string]any) {
+			return operatorDo(t, admin, token, "POST", "/admin/v1/"+kind+"/"+id+"/settle", body)
+		}
+		status := func(out map[string]any) any {
+			d, _ := out["data"].(map[string]any)
+			return d["status"]
+		}
+		t.Run("OKPayout", func(t *testing.T) {
+			e.paidThenDirect(t, emu, keys.SecretLive, "sbh-pay", "+221771234591", provider.RouteSwitches{})
+			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
+			var po txRecord
+			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "sbh-po-1",
+				body: payoutBody("sbh-po-1", 1000, "channel_a", "+221771234592")}).want(t, 201, "").data(t, &po)
+			before := e.balance(t, keys.SecretLive)
+			if po.Status != "pending" || before.Reserved <= 0 {
+				t.Fatalf("the payout: %+v, balance %+v", po, before)
+			}
+			if st, out := settle("payouts", po.ID, `{"outcome":"success"}`); st != 422 {
+				t.Fatalf("without a note: %d %v", st, out)
+			}
+			if st, out := settle("payouts", po.ID, `{"outcome":"maybe","note":"x"}`); st != 422 {
+				t.Fatalf("a bad outcome: %d %v", st, out)
+			}
+			if st, out := settle("refunds", po.ID, `{"outcome":"success","note":"x"}`); st != 404 {
+				t.Fatalf("a payout named as a refund: %d %v", st, out)
+			}
+			for range 2 {
+				if st, out := settle("payouts", po.Reference, `{"outcome":"success","note":"channel_a statement of 30/11, line 12"}`); st != 200 || status(out) != "success" {
+					t.Fatalf("settled: %d %v", st, out)
+				}
+			}
+			// Paid: its reservation (amount and fee, the only one)
+			// consumed, available as it was.
+			if after := e.balance(t, keys.SecretLive); after.Reserved != 0 || after.Available != before.Available {
+				t.Fatalf("balance %+v, before %+v", after, before)
+			}
+			if evs := e.events(t, po.ID); len(evs) == 0 || evs[len(evs)-1] != xaalis.EventPayoutSuccess {
+				t.Fatalf("events: %v", evs)
+			}
+			if st, out := settle("payouts", po.ID, `{"outcome":"failed","note":"x"}`); st != 422 {
+				t.Fatalf("settled again otherwise: %d %v", st, out)
+			}
+			_, log := operatorDo(t, admin, token, "GET", "/admin/v1/audit-log", "")
+			entries, _ := log["data"].([]any)
+			n := 0
+			for _, x := range entries {
+				if en, _ := x.(map[string]any); en["action"] == "payout.settle_by_hand" {
+					n++
+					if en["note"] != "channel_a statement of 30/11, line 12" {
+						t.Fatalf("audit entry: %v", en)
+					}
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%d audit entries: %v", n, log)
+			}
+			e.ledgerOK(t)
+		})
+		t.Run("OKRefundFailed", func(t *testing.T) {
+			p := e.paidThenDirect(t, emu, keys.SecretLive, "sbh-rf", "+221771234593", provider.RouteSwitches{Down: true})
+			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			var rf txRecord
+			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "sbh-rf-1",
+				body: `{"transaction_id":"` + p.ID + `","amount":700}`}).want(t, 201, "").data(t, &rf)
+			before := e.balance(t, keys.SecretLive)
+			if st, out := settle("refunds", rf.ID, `{"outcome":"failed","note":"channel_a support: never received"}`); st != 200 || status(out) != "failed" {
+				t.Fatalf("settled: %d %v", st, out)
+			}
+			var got txRecord
+			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &got)
+			if got.Status != "failed" || got.FailureReason == nil || *got.FailureReason != xaalis.SettledByOperator {
+				t.Fatalf("the refund: %+v", got)
+			}
+			if after := e.balance(t, keys.SecretLive); after.Reserved != before.Reserved-700 || after.Available != before.Available+700 {
+				t.Fatalf("balance %+v, before %+v", after, before)
+			}
+			if evs := e.events(t, rf.ID); len(evs) == 0 || evs[len(evs)-1] != xaalis.EventRefundFailed {
+				t.Fatalf("events: %v", evs)
+			}
+			e.ledgerOK(t)
+		})
+	})
+}

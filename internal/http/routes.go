@@ -117,6 +117,8 @@ func (a *Admin) routes() {
 	}
 	a.handle("POST /admin/v1/payout-requests/{id}/{action}", a.handlePayoutRequestMove)
 	a.handle("POST /admin/v1/payments/{id}/mark-refunded", a.handleMarkRefunded)
+	a.handle("POST /admin/v1/payouts/{id}/settle", a.handleSettle(xaalis.TypePayout))
+	a.handle("POST /admin/v1/refunds/{id}/settle", a.handleSettle(xaalis.TypeRefund))
 	a.handle("GET /admin/v1/ledger/check", a.handleLedgerCheck)
 	a.handle("POST /admin/v1/disputes", a.handleDisputeOpen)
 	a.handle("POST /admin/v1/disputes/{id}/decide", a.handleDisputeDecide)
