@@ -22,8 +22,8 @@ const SettledByOperator = "settled_by_operator"
 // Settling a record again with the outcome it has answers it unchanged.
 // typ is the record's type (TypePayout or TypeRefund): another is not
 // found. It returns not_found, validation_error (the outcome, a note
-// missing or refused by the text rules, a record already settled
-// otherwise).
+// missing or refused by the text rules; on status, a record already
+// settled otherwise).
 func (a *App) SettleByHand(ctx context.Context, typ TxType, id string, outcome ProviderState, note string) (*Transaction, error) {
 	note = strings.TrimSpace(note)
 	v := ValidationErrors{}
