@@ -135,6 +135,9 @@ func (s *Server) throttled(l *limiters, h http.HandlerFunc) http.HandlerFunc {
 		}
 		if lim > 0 {
 			if ok, wait := l.allow(addressKey(clientIP(r)), rate.Limit(lim), burst, time.Now()); !ok {
+				// Kept by no cache, as the pages themselves: a cached 429
+				// would refuse the page after the limit passed.
+				w.Header().Set("Cache-Control", "no-store")
 				Error(w, r, tooManyRequests(wait, "Too many requests from this address; retry after Retry-After seconds."))
 				return
 			}

@@ -363,4 +363,12 @@ func TestNoStore(t *testing.T) {
 			t.Errorf("%s (key %v): Cache-Control %q, want %q", c.path, c.key != "", got, c.want)
 		}
 	}
+	// The hosted page's limit answers 429 uncached, on checkout.js too
+	// (whose 200 may be cached).
+	limited := newEnv(t, openSQLite(t), func(cfg *xhttp.Config, _ *xaalis.App) { cfg.PageRateLimit, cfg.PageRateBurst = 0.001, 1 })
+	limited.do(call{method: "GET", path: "/v1/checkout.js", invalid: true}).want(t, 200, "")
+	r := limited.do(call{method: "GET", path: "/v1/checkout.js", invalid: true}).want(t, 429, xaalis.ETooManyRequests)
+	if got := r.header.Get("Cache-Control"); got != "no-store" {
+		t.Errorf("the page limit's 429: Cache-Control %q", got)
+	}
 }

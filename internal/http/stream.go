@@ -71,7 +71,7 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-store") // as every /v1 answer (docs/security.md)
 	h.Set("X-Accel-Buffering", "no")
 	cfg := s.streamConfig()
 	var buf bytes.Buffer

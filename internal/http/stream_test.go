@@ -87,7 +87,9 @@ func (e *env) openStream(t *testing.T, key, query, lastID string) *sseStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" || res.Header.Get("X-Request-Id") == "" {
+	// no-store, as every /v1 answer (docs/security.md).
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" || res.Header.Get("X-Request-Id") == "" ||
+		res.Header.Get("Cache-Control") != "no-store" {
 		b, _ := io.ReadAll(res.Body)
 		t.Fatalf("stream: %d %s: %s", res.StatusCode, res.Header.Get("Content-Type"), b)
 	}
