@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,7 +23,9 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v84/webhook"
 
 	"github.com/xaalis/xaalis/internal/postgres/pgtest"
+	"github.com/xaalis/xaalis/internal/provider"
 	"github.com/xaalis/xaalis/internal/testutil"
+	"github.com/xaalis/xaalis/internal/xaalis"
 	pkgwebhook "github.com/xaalis/xaalis/pkg/webhook"
 )
 
@@ -294,6 +298,39 @@ func TestTriggerAnyAccount(t *testing.T) {
 	after := s.do(t, "GET", "/v1/payments", ci.Keys.SecretTest, "").want(t, 200, "")
 	if total := func(b []byte) string { return regexp.MustCompile(`"total":\d+`).FindString(string(b)) }; total(before.body) != total(after.body) {
 		t.Fatalf("a failing trigger made a payment: %s then %s", total(before.body), total(after.body))
+	}
+}
+
+// TestTriggerFundsAboveMinimum: the payment that funds a payout pays at
+// least the provider's minimum, which the refusal names: an account on
+// channel_b alone (minimum 200 XOF; no fees here, so that its balance is
+// exact) holding 1,950 of the 2,000 a payout needs is funded with a
+// payment of 200 (155 asked first, refused).
+func TestTriggerFundsAboveMinimum(t *testing.T) {
+	t.Parallel()
+	var cfg map[string]any
+	if err := json.Unmarshal(xaalis.DefaultConfigJSON(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range cfg["fees"].([]any) {
+		if g := f.(map[string]any); g["provider"] == "channel_b" {
+			g["percent_bp"], g["min"] = 0, 0
+		}
+	}
+	b, _ := json.Marshal(cfg)
+	path := filepath.Join(t.TempDir(), "cfg.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := "sqlite://" + t.TempDir() + "/x.db"
+	s := serve(t, noEnv, serveArgs(db, "--config", path)...)
+	m := createMerchant(t, db)
+	updateMerchant(t, db, m.MerchantID, "--allowed-providers", "channel_b")
+	s.do(t, "POST", "/v1/payments", m.Keys.SecretTest, `{"merchant_ref":"fund-1950","amount":1950,"currency":"XOF","country":"SN","provider":"channel_b",
+		"payer":{"phone":"`+provider.TestPhoneSuccess+`"},"success_url":"https://s.example/ok","failed_url":"https://s.example/ko"}`).want(t, 201, "")
+	out := mustCLI(t, envOf("XAALIS_API_KEY", m.Keys.SecretTest, "XAALIS_API_BASE", s.api), "trigger", "payout.success")
+	if !triggered.MatchString(out) || !strings.Contains(out, "funding the test balance (1950") || !strings.Contains(out, "200.00") {
+		t.Fatalf("trigger payout.success on channel_b with a minimum of 5000 printed:\n%s", out)
 	}
 }
 

@@ -407,8 +407,8 @@ func TestIdempotencyKeyClaimedAfterFirstLook(t *testing.T) {
 		first := post("raced", planBody).want(t, 201, "")
 		post("raced", planBody).want(t, 201, "").replayOf(t, first)
 		other := post("raced", strings.Replace(planBody, "Gold", "Gole", 1)).want(t, 409, xaalis.EIdempotencyConflict)
-		if !strings.Contains(other.err.Message, "different request") {
-			t.Fatalf("conflict: %s", other.body)
+		if !strings.Contains(other.err.Message, "different request") || other.header.Get("Retry-After") != "" {
+			t.Fatalf("conflict: %s, Retry-After %q", other.body, other.header.Get("Retry-After"))
 		}
 		// A key another request holds, without an instance, for its lease.
 		held := xaalis.IdempotencyScope{MerchantID: merchantID, Mode: xaalis.ModeTest, KeyType: xaalis.KeySecret, Key: "held"}
@@ -419,8 +419,9 @@ func TestIdempotencyKeyClaimedAfterFirstLook(t *testing.T) {
 			t.Fatalf("hold the key: %v %v", res, err)
 		}
 		inFlight := post("held", planBody).want(t, 409, xaalis.EIdempotencyConflict)
-		if !strings.Contains(inFlight.err.Message, "in flight") {
-			t.Fatalf("in flight: %s", inFlight.body)
+		// Retry-After: 1 tells it from another request's key (above).
+		if !strings.Contains(inFlight.err.Message, "in flight") || inFlight.header.Get("Retry-After") != "1" {
+			t.Fatalf("in flight: %s, Retry-After %q", inFlight.body, inFlight.header.Get("Retry-After"))
 		}
 		var list []struct{ ID string }
 		e.do(call{method: "GET", path: "/v1/plans?per_page=100", key: keys.SecretTest}).want(t, 200, "").data(t, &list)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/xaalis/xaalis/internal/xaalis"
@@ -219,7 +220,13 @@ func writeClaimOutcome(w http.ResponseWriter, r *http.Request, res xaalis.ClaimR
 	case xaalis.ClaimConflict:
 		Error(w, r, xaalis.Errorf(xaalis.EIdempotencyConflict, "This Idempotency-Key was already used with a different request; use a new key for a new request."))
 	case xaalis.ClaimInFlight:
-		Error(w, r, xaalis.Errorf(xaalis.EIdempotencyConflict, "A request with this Idempotency-Key is still in flight; retry once it has finished."))
+		// Retry-After tells it from a key used with another request
+		// (which no retry mends): a client that meets its own request
+		// still running (an answer lost, the same request sent again at
+		// once) retries it, and gets its answer once it has finished.
+		e := xaalis.Errorf(xaalis.EIdempotencyConflict, "A request with this Idempotency-Key is still in flight; retry once it has finished.")
+		e.RetryAfter = time.Second
+		Error(w, r, e)
 	case xaalis.ClaimQuotaExceeded:
 		Error(w, r, tooManyRequests(res.RetryAfter, "Quota of new Idempotency-Keys for this account reached; retry after Retry-After seconds. Replays are not counted."))
 	default:

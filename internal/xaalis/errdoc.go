@@ -17,7 +17,9 @@ func ErrorsMarkdown() string {
      Do not edit by hand. -->
 
 Every error answers with this envelope, and the header ` + "`X-Request-Id`" + ` (quote it
-when you write to support). 429 and 503 answers carry ` + "`Retry-After`" + ` (seconds).
+when you write to support). 429 and 503 answers carry ` + "`Retry-After`" + ` (seconds), and so
+does a 409 ` + "`idempotency_conflict`" + ` met while the key's request is still in flight
+(` + "`Retry-After: 1`" + `: send the same request again then, and it answers that request's outcome).
 
 ` + "```json" + `
 {
@@ -42,7 +44,7 @@ How to react:
 | 400, 422 | Correct the request, then send it with a **new** ` + "`Idempotency-Key`" + ` (4xx answers are stored and replayed for the old key). |
 | 401 | Check the key; do not retry. |
 | 403 | Use a key with the scope or mode the object needs. |
-| 409 | Review your idempotency logic: one key, one request. |
+| 409 | With ` + "`Retry-After`" + `: your own request still runs; send it again after the wait. Without: review your idempotency logic, one key, one request. |
 | 429 | Wait ` + "`Retry-After`" + ` seconds, then retry. |
 | 5xx | Retry with the **same** ` + "`Idempotency-Key`" + ` and exponential backoff: 5xx answers are not stored, so the retry runs. |
 

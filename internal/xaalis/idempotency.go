@@ -297,7 +297,13 @@ var errNotStored = errors.New("answer not stored")
 
 // ErrClaimLost is returned by completion when the claim no longer belongs
 // to the caller; the transaction that tried to complete it must roll back.
-var ErrClaimLost = Errorf(EIdempotencyConflict, "The idempotency key was taken over by another request.")
+// It carries Retry-After (1 s), as an in-flight conflict does: the same
+// request sent again gets the answer of the one that took the key over.
+var ErrClaimLost = func() *Error {
+	e := Errorf(EIdempotencyConflict, "The idempotency key was taken over by another request.")
+	e.RetryAfter = time.Second
+	return e
+}()
 
 // QuotaWindowStart is the start of the fixed window holding t.
 func QuotaWindowStart(t time.Time, window time.Duration) time.Time {

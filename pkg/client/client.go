@@ -20,8 +20,9 @@
 // reused by each of its retries, so a retried call acts at most once.
 // Calls are retried after a network error, a 5xx or a 429, honouring
 // Retry-After, with jittered exponential backoff, at most MaxRetries
-// times (WithMaxRetries). A 409 met on a retry (the first attempt still
-// running on the server) is retried too.
+// times (WithMaxRetries). A 409 met on a retry, or one whose Retry-After
+// says the key's request is still running (the transport may send a
+// request again at once when its connection closes), is retried too.
 //
 // An API error is a *Error with the HTTP status, the code, the message,
 // the context, the field errors and the request id:
@@ -269,8 +270,12 @@ func (c *Client) call(ctx context.Context, r *request, out any, opts []RequestOp
 				return err
 			}
 			retryable := e.HTTPStatus >= 500 || e.HTTPStatus == http.StatusTooManyRequests ||
-				// Our own earlier attempt still running on the server.
-				e.HTTPStatus == http.StatusConflict && attempt > 0 && mutating
+				// Our own earlier attempt still running on the server: met
+				// on a retry, or on the first attempt when the transport
+				// sent it again at once (a kept-alive connection closed
+				// before any answer), which the server's Retry-After on an
+				// in-flight 409 tells from a key used with another request.
+				e.HTTPStatus == http.StatusConflict && mutating && (attempt > 0 || e.RetryAfter > 0)
 			if !retryable {
 				return err
 			}

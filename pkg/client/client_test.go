@@ -166,6 +166,15 @@ func (f *faults) wrap(h http.Handler) http.Handler {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, `{"error":{"code":"too_many_requests","message":"injected","documentation_url":"https://docs.xaalis.dev/errors#too_many_requests"}}`, 429)
 			return
+		case "409-in-flight", "409-other":
+			// The server's two 409s (internal/http's TestIdempotencyKeyClaimedAfterFirstLook
+			// checks their headers): its own request still running, with
+			// Retry-After: 1, and a key used with another request.
+			if step == "409-in-flight" {
+				w.Header().Set("Retry-After", "1")
+			}
+			http.Error(w, `{"error":{"code":"idempotency_conflict","message":"injected","documentation_url":"https://docs.xaalis.dev/errors#idempotency_conflict"}}`, 409)
+			return
 		case "503-after", "drop-after":
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, r) // the payment is made; its answer is lost
@@ -262,6 +271,25 @@ func TestRetriesOneKey(t *testing.T) {
 			if d := time.Since(start); d < time.Second {
 				t.Fatalf("retried after %v, before Retry-After", d)
 			}
+			// A 409 on the first attempt whose Retry-After says the key's
+			// request still runs (the transport sent it again at once) is
+			// retried; one without (a key used with another request) is
+			// not.
+			f.mu.Lock()
+			f.plan, f.keys = []string{"409-in-flight", "forward"}, nil
+			f.mu.Unlock()
+			if p, err := c.Payments.Create(ctx, paymentParams("in-flight", provider.TestPhoneSuccess)); err != nil || p.Status != client.StatusSuccess || len(f.keys) != 2 {
+				t.Fatalf("409 in flight: %+v %v after %d attempts", p, err, len(f.keys))
+			}
+			f.mu.Lock()
+			f.plan, f.keys = []string{"409-other", "forward"}, nil
+			f.mu.Unlock()
+			if _, err := c.Payments.Create(ctx, paymentParams("other", provider.TestPhoneSuccess)); !errors.As(err, new(*client.Error)) || len(f.keys) != 1 {
+				t.Fatalf("409 of another request: %v after %d attempts", err, len(f.keys))
+			}
+			f.mu.Lock()
+			f.plan = nil
+			f.mu.Unlock()
 			// The bound: every attempt refused ends with the last error.
 			f.mu.Lock()
 			f.plan, f.keys = []string{"503-before", "503-before", "503-before"}, nil
