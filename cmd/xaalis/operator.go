@@ -241,8 +241,6 @@ func cmdLedgerCheck(ctx context.Context, args []string, getenv func(string) stri
 	})
 }
 
-// cmdPaymentMarkRefunded is the operator's fallback for providers without
-// automatic refunds.
 // cmdSettle records the outcome the provider gave of a payout or refund
 // (typ) that no lookup settles: payout settle ID / refund settle ID
 // --outcome success|failed --note TEXT.
@@ -277,6 +275,8 @@ func cmdSettle(ctx context.Context, typ xaalis.TxType, args []string, getenv fun
 	})
 }
 
+// cmdPaymentMarkRefunded is the operator's fallback for providers without
+// automatic refunds.
 func cmdPaymentMarkRefunded(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("payment mark-refunded", stderr)
 	db := databaseFlag(fs, getenv)

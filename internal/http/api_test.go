@@ -492,8 +492,15 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 			t.Fatal("the second request waited for the first instead of answering 409")
 		}
 		second.want(t, 409, xaalis.EIdempotencyConflict)
-		if !strings.Contains(second.err.Message, "in flight") {
-			t.Fatalf("second request: %s", second.body)
+		if !strings.Contains(second.err.Message, "in flight") || second.header.Get("Retry-After") != "1" {
+			t.Fatalf("second request: %s, Retry-After %q", second.body, second.header.Get("Retry-After"))
+		}
+		// Another request under the running one's key is a conflict, not
+		// the same request in flight: no Retry-After (no retry mends it).
+		other := e.do(call{method: "POST", path: "/v1/plans", key: keys.SecretTest, idem: "in-flight-1",
+			body: strings.Replace(planBody, "Gold", "Gole", 1)}).want(t, 409, xaalis.EIdempotencyConflict)
+		if !strings.Contains(other.err.Message, "different request") || other.header.Get("Retry-After") != "" {
+			t.Fatalf("another request: %s, Retry-After %q", other.body, other.header.Get("Retry-After"))
 		}
 		release()
 		first := (<-firstDone).want(t, 201, "")

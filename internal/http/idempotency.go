@@ -110,8 +110,15 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, h http.Handl
 	// The key stays held until its answer is stored (the deferred function
 	// below runs first); requests to another process meet the claim in the
 	// database as before.
-	if _, busy := s.inFlight.LoadOrStore(st.scope, struct{}{}); busy {
-		writeClaimOutcome(w, r, xaalis.ClaimResult{Outcome: xaalis.ClaimInFlight})
+	// The running request's fingerprint is kept: another request under
+	// its key is a conflict (no Retry-After: no retry mends it), not the
+	// same request in flight.
+	if held, busy := s.inFlight.LoadOrStore(st.scope, string(claim.Fingerprint)); busy {
+		outcome := xaalis.ClaimInFlight
+		if held.(string) != string(claim.Fingerprint) {
+			outcome = xaalis.ClaimConflict
+		}
+		writeClaimOutcome(w, r, xaalis.ClaimResult{Outcome: outcome})
 		return
 	}
 	defer s.inFlight.Delete(st.scope)

@@ -1096,9 +1096,19 @@ func TestSettleByHand(t *testing.T) {
 			if st, out := settle("refunds", po.ID, `{"outcome":"success","note":"x"}`); st != 404 {
 				t.Fatalf("a payout named as a refund: %d %v", st, out)
 			}
-			for range 2 {
-				if st, out := settle("payouts", po.Reference, `{"outcome":"success","note":"channel_a statement of 30/11, line 12"}`); st != 200 || status(out) != "success" {
-					t.Fatalf("settled: %d %v", st, out)
+			// Its provider was called less than a minute ago, and may still
+			// answer: not yet.
+			if st, out := settle("payouts", po.ID, `{"outcome":"failed","note":"x"}`); st != 422 || !strings.Contains(fmt.Sprint(out), "may still answer") {
+				t.Fatalf("settled while a call may be under way: %d %v", st, out)
+			}
+			e.clock.Advance(xaalis.DispatchAfter)
+			// Named by its merchant_ref, though a test payment carries it
+			// too: the payout is meant.
+			e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "sbh-po-1-pay",
+				body: payBody("sbh-po-1", `"provider":"channel_a","payer":{"phone":"`+provider.TestPhoneSuccess+`"}`)}).want(t, 201, "")
+			for _, name := range []string{"sbh-po-1", po.Reference} {
+				if st, out := settle("payouts", name, `{"outcome":"success","note":"channel_a statement of 30/11, line 12"}`); st != 200 || status(out) != "success" {
+					t.Fatalf("settled as %s: %d %v", name, st, out)
 				}
 			}
 			// Paid: its reservation (amount and fee, the only one)
@@ -1138,6 +1148,7 @@ func TestSettleByHand(t *testing.T) {
 			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "sbh-rf-1",
 				body: `{"transaction_id":"` + p.ID + `","amount":700}`}).want(t, 201, "").data(t, &rf)
 			before := e.balance(t, keys.SecretLive)
+			e.clock.Advance(xaalis.DispatchAfter)
 			if st, out := settle("refunds", rf.ID, `{"outcome":"failed","note":"channel_a support: never received"}`); st != 200 || status(out) != "failed" {
 				t.Fatalf("settled: %d %v", st, out)
 			}

@@ -107,7 +107,8 @@ type Server struct {
 	// Addresses past the failed-auth limit, until their window ends.
 	authBlocked blockList
 	// inFlight holds the Idempotency-Keys (xaalis.IdempotencyScope) of the
-	// requests this process is running: see idempotent.
+	// requests this process is running, each with its request's
+	// fingerprint (a string): see idempotent.
 	inFlight sync.Map
 }
 

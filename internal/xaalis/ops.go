@@ -559,6 +559,13 @@ func (a *App) FindTransactions(ctx context.Context, key string) ([]*Transaction,
 // reference, or a merchant_ref, which must name one payment of all the
 // merchants' (else validation_error; not_found when nothing matches).
 func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, error) {
+	return a.operatorTransactionID(ctx, key, TypePayment)
+}
+
+// operatorTransactionID is OperatorTransactionID where a merchant_ref
+// names a record of type typ: one of them, among all the merchants'
+// (a payout's merchant_ref may also be some payment's).
+func (a *App) operatorTransactionID(ctx context.Context, key string, typ TxType) (string, error) {
 	key = strings.TrimSpace(key)
 	found, err := a.FindTransactions(ctx, key)
 	if err != nil {
@@ -583,7 +590,7 @@ func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, er
 	for _, t := range found {
 		if t.MerchantRef == key {
 			all = append(all, t)
-			if t.Type == TypePayment {
+			if t.Type == typ {
 				pays = append(pays, t)
 			}
 		}
@@ -597,7 +604,7 @@ func (a *App) OperatorTransactionID(ctx context.Context, key string) (string, er
 		return "", ErrNotFound
 	}
 	return "", &Error{Code: EValidation, Fields: ValidationErrors{"transaction_id": {
-		"several payments match: give the id or the reference"}}}
+		"several " + string(typ) + "s match: give the id or the reference"}}}
 }
 
 // TimelineStep is one dated line of a transaction's timeline.

@@ -2,7 +2,9 @@ package xaalis
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
 )
 
 // SettledByOperator is the failure_reason of a payout or refund the
@@ -20,6 +22,8 @@ const SettledByOperator = "settled_by_operator"
 // payment.partially_refunded or payment.refunded, or refund.failed), its
 // reservation consumed or released, and an audit entry with the note.
 // Settling a record again with the outcome it has answers it unchanged.
+// A live one whose provider was called less than DispatchAfter ago is
+// refused: that call may still answer.
 // typ is the record's type (TypePayout or TypeRefund): another is not
 // found. It returns not_found, validation_error (the outcome, a note
 // missing or refused by the text rules; on status, a record already
@@ -37,7 +41,7 @@ func (a *App) SettleByHand(ctx context.Context, typ TxType, id string, outcome P
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	id, err := a.OperatorTransactionID(ctx, id)
+	id, err := a.operatorTransactionID(ctx, id, typ)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +74,14 @@ func (a *App) SettleByHand(ctx context.Context, typ TxType, id string, outcome P
 			return nil
 		case !cur.Status.Open():
 			return &Error{Code: EValidation, Fields: ValidationErrors{"status": {"the " + string(cur.Type) + " is " + string(cur.Status) + " already"}}}
+		case cur.Mode == ModeLive && dispatchedLately(cur, a.now(), false):
+			// A call to its provider (its creation's, or a dispatcher's)
+			// may be under way: settled now, its answer would come to a
+			// closed record and be dropped, perhaps a payment made. No
+			// call outlives DispatchAfter (ProviderCallBudget is less).
+			return &Error{Code: EValidation, Fields: ValidationErrors{"status": {fmt.Sprintf(
+				"its provider was called about it less than %s ago and may still answer: settle it after %s",
+				DispatchAfter, cur.DispatchedAt.Add(DispatchAfter).UTC().Format(time.RFC3339))}}}
 		}
 		before := *cur
 		reason := ""
