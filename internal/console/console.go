@@ -37,6 +37,7 @@
 //	GET|POST /console/disputes/{id}/decide   won or lost
 //	GET  /console/transactions[?q=]          search; GET /console/transactions/{id}
 //	GET|POST /console/transactions/{id}/mark-refunded
+//	GET|POST /console/transactions/{id}/settle (?outcome=success|failed)
 //	POST /console/events/{id}/redeliver
 //	GET  /console/audit                      the audit log
 //	GET  /console/assets/{name}              the stylesheet
@@ -132,6 +133,8 @@ func (c *Console) Register(mux *http.ServeMux) (session, open []string) {
 	handle("GET /console/transactions/{id}", c.page(c.transaction))
 	handle("GET /console/transactions/{id}/mark-refunded", c.page(c.markRefundedConfirm))
 	handle("POST /console/transactions/{id}/mark-refunded", c.action(c.markRefunded))
+	handle("GET /console/transactions/{id}/settle", c.page(c.settleConfirm))
+	handle("POST /console/transactions/{id}/settle", c.action(c.settle))
 	handle("POST /console/events/{id}/redeliver", c.action(c.redeliver))
 	handle("GET /console/audit", c.page(c.audit))
 	return session, open

@@ -208,6 +208,14 @@ func TestConsoleActions(t *testing.T) {
 		if st != http.StatusCreated || pb["status"] != "success" {
 			t.Fatalf("channel_b payment: %d %v", st, out)
 		}
+		// A test payout that never settles (its recipient's number ends
+		// 0004), settled by hand below.
+		st, out = e.apiCall("POST", "/v1/payouts", e.keys.SecretTest, `{"merchant_ref":"po-stuck","amount":1000,"currency":"XOF","provider":"channel_a",
+			"recipient":{"phone":"`+provider.TestPhoneNoPayer+`","name":"Moussa"}}`)
+		po := dataOf(out)
+		if st != http.StatusCreated || po["status"] != "pending" {
+			t.Fatalf("the stuck payout: %d %v", st, out)
+		}
 		pr := e.payoutRequest(5000)
 		prID := pr["id"].(string)
 		b := e.browser()
@@ -308,6 +316,28 @@ func TestConsoleActions(t *testing.T) {
 			t.Fatalf("audit of mark refunded: %+v", a)
 		}
 		contains(t, "refunded payment", b.get(tp).body, "payment.refunded")
+
+		// Settle a payout by hand (po, made above): the outcome and a note
+		// required.
+		tpo := "/console/transactions/" + po["id"].(string)
+		contains(t, "open payout", b.get(tpo).body, `id="settle-failed"`, `id="settle-success"`)
+		lacks(t, "channel_b payment", b.get(tp).body, `id="settle-failed"`)
+		contains(t, "settle confirmation", b.get(tpo+"/settle?outcome=failed").body, `name="outcome" value="failed"`, "required")
+		if p := b.action(tpo+"/settle?outcome=failed", tpo+"/settle", url.Values{"outcome": {"failed"}, "note": {""}}); p.status != http.StatusSeeOther ||
+			!strings.Contains(p.header.Get("Location"), "e=") {
+			t.Fatalf("settle without a note: %d %q", p.status, p.header.Get("Location"))
+		}
+		if p := b.action(tpo+"/settle?outcome=failed", tpo+"/settle", url.Values{"outcome": {"failed"}, "note": {"channel_a support: never paid"}}); p.status != http.StatusSeeOther ||
+			p.header.Get("Location") != tpo+"?ok=settled" {
+			t.Fatalf("settle: %d %q", p.status, p.header.Get("Location"))
+		}
+		if got, _ := e.app.Store.Transaction(ctx, "", po["id"].(string)); got.Status != xaalis.StatusFailed || got.FailureReason != xaalis.SettledByOperator {
+			t.Fatalf("settled payout: %s %s", got.Status, got.FailureReason)
+		}
+		if a := e.audit()[0]; a.Action != "payout.settle_by_hand" || a.TokenID != e.tokenID || a.Note != "channel_a support: never paid" {
+			t.Fatalf("audit of the settlement: %+v", a)
+		}
+		lacks(t, "settled payout", b.get(tpo).body, `id="settle-failed"`)
 
 		// Revoke a key: confirmation, then the API refuses it.
 		keys, _ := e.app.Store.Keys(ctx, e.merchant.ID)

@@ -60,6 +60,7 @@ var messages = map[lang]map[string]string{
 		"ok_dispute_won":      "Litige gagné : la réserve est libérée.",
 		"ok_dispute_lost":     "Litige perdu : le montant réservé retourne au fournisseur.",
 		"ok_marked_refunded":  "Paiement marqué comme remboursé.",
+		"ok_settled":          "Issue enregistrée : le solde et les événements suivent.",
 		"ok_redelivered":      "Événement renvoyé : une nouvelle livraison est en file.",
 
 		"e_validation":           "Refusé : données invalides.",
@@ -248,6 +249,12 @@ var messages = map[lang]map[string]string{
 		"mark_refunded_q":          "Marquer ce paiement comme remboursé ?",
 		"mark_refunded_hint":       "Ce fournisseur ne rembourse pas automatiquement : une fois le payeur remboursé par un décaissement, marquez le paiement comme remboursé.",
 		"note":                     "Note (le décaissement qui a remboursé le payeur)",
+		"settle_hint":              "Aucune interrogation ne règle cette opération : quand le fournisseur a dit par un autre moyen (relevé, support) ce qu'elle est devenue, enregistrez-le.",
+		"settle_success":           "Réglée par le fournisseur",
+		"settle_failed":            "Échouée chez le fournisseur",
+		"settle_success_q":         "Enregistrer que le fournisseur l'a réglée ?",
+		"settle_failed_q":          "Enregistrer qu'elle a échoué chez le fournisseur ?",
+		"settle_note":              "Note (ce que le fournisseur a dit, et où) : obligatoire",
 
 		"audit_hint":   "Chaque action d'opérateur, de la console, de l'API d'administration et de la ligne de commande. Le journal est en ajout seul.",
 		"actor":        "Qui",
@@ -313,6 +320,7 @@ var messages = map[lang]map[string]string{
 		"ok_dispute_won":      "Dispute won: the reserve is released.",
 		"ok_dispute_lost":     "Dispute lost: the reserved amount goes back to the provider.",
 		"ok_marked_refunded":  "Payment marked refunded.",
+		"ok_settled":          "Outcome recorded: the balance and the events follow.",
 		"ok_redelivered":      "Event sent again: a new delivery is queued.",
 
 		"e_validation":           "Refused: invalid data.",
@@ -501,6 +509,12 @@ var messages = map[lang]map[string]string{
 		"mark_refunded_q":          "Mark this payment refunded?",
 		"mark_refunded_hint":       "This provider has no automatic refunds: once the payer was paid back with a payout, mark the payment refunded.",
 		"note":                     "Note (the payout that paid the payer back)",
+		"settle_hint":              "No lookup settles this one: once its provider said by other means (a statement, its support) what became of it, record it.",
+		"settle_success":           "Paid by the provider",
+		"settle_failed":            "Failed at the provider",
+		"settle_success_q":         "Record that the provider paid it?",
+		"settle_failed_q":          "Record that it failed at the provider?",
+		"settle_note":              "Note (what the provider said, and where): required",
 
 		"audit_hint":   "Every operator action, from the console, the admin API and the command line. The log is append-only.",
 		"actor":        "Who",

@@ -506,6 +506,48 @@ func (c *Console) markRefunded(w http.ResponseWriter, r *http.Request, s *sessio
 	done(w, r, back, "marked_refunded")
 }
 
+// settleConfirm asks to settle an open payout or refund by hand with the
+// outcome (?outcome=success|failed) its provider gave, the note required.
+func (c *Console) settleConfirm(w http.ResponseWriter, r *http.Request, s *session) {
+	outcome := r.URL.Query().Get("outcome")
+	if outcome != string(xaalis.ProviderSuccess) && outcome != string(xaalis.ProviderFailed) {
+		c.fail(w, r, xaalis.ErrNotFound)
+		return
+	}
+	v, err := c.App.TransactionView(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	l := pickLang(r)
+	t := v.Transaction
+	c.render(w, r, http.StatusOK, "confirm", s, "confirm_title", "transactions", confirmData{
+		Heading: l.T("settle_" + outcome + "_q"),
+		Lines: [][2]string{{l.T("merchant"), v.Merchant.Name}, {l.T("reference"), t.Reference}, {l.T("amount"), formatAmount(t.Amount, l)},
+			{l.T("provider"), t.Provider}, {l.T("status"), string(t.Status)}, {"", l.T("settle_hint")}},
+		Action: "/console/transactions/" + url.PathEscape(t.ID) + "/settle", Hidden: map[string]string{"outcome": outcome},
+		Field: "note", FieldLabel: l.T("settle_note"), FieldRequired: true,
+		Button: l.T("settle_" + outcome), Danger: true, Cancel: "/console/transactions/" + url.PathEscape(t.ID),
+	})
+}
+
+// settle records the outcome of a payout or refund by hand.
+func (c *Console) settle(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	back := "/console/transactions/" + url.PathEscape(id)
+	t, err := c.App.Store.Transaction(s.ctx, "", id)
+	if err != nil {
+		c.refused(w, r, back, err)
+		return
+	}
+	outcome := xaalis.ProviderState(r.PostFormValue("outcome"))
+	if _, err := c.App.SettleByHand(s.ctx, t.Type, id, outcome, r.PostFormValue("note")); err != nil {
+		c.refused(w, r, back, err)
+		return
+	}
+	done(w, r, back, "settled")
+}
+
 func (c *Console) redeliver(w http.ResponseWriter, r *http.Request, s *session) {
 	back := "/console/transactions/" + url.PathEscape(r.PostFormValue("transaction"))
 	if !validID(r.PostFormValue("transaction")) {

@@ -183,7 +183,7 @@ var okKeys = map[string]bool{
 	"signed_out": true, "ledger_clean": true, "ledger_problems": true, "kyc_approved": true, "kyc_rejected": true,
 	"kyc_pending": true, "merchant_updated": true, "key_revoked": true, "pr_approve": true, "pr_reject": true,
 	"pr_complete": true, "pr_fail": true, "dispute_opened": true, "dispute_won": true, "dispute_lost": true,
-	"marked_refunded": true, "redelivered": true,
+	"marked_refunded": true, "redelivered": true, "settled": true,
 }
 
 // errorText says why an action was refused, from the error's code and

@@ -636,6 +636,9 @@ type TransactionView struct {
 	// CanMarkRefunded: a successful payment whose provider has no
 	// automatic refunds.
 	CanMarkRefunded bool
+	// CanSettle: an open payout or refund, which the operator may settle
+	// by hand with the outcome its provider gave (SettleByHand).
+	CanSettle bool
 }
 
 // TransactionView reads a transaction of any merchant and its history;
@@ -694,6 +697,7 @@ func (a *App) TransactionView(ctx context.Context, id string) (*TransactionView,
 	if spec, ok := a.Config.Providers[t.Provider]; ok && t.Type == TypePayment && t.Status == StatusSuccess && !spec.Refunds {
 		v.CanMarkRefunded = true
 	}
+	v.CanSettle = (t.Type == TypePayout || t.Type == TypeRefund) && t.Status.Open()
 	v.Steps = timeline(v)
 	return v, nil
 }
