@@ -89,6 +89,33 @@ func (e *env) paidThenDirect(t *testing.T, emu *provider.Emulator, key, ref, pho
 	return p
 }
 
+// heldPayout is a pending live payout of 1,000 XOF on channel_a (merchant
+// ref), funded by a payment from payer (payRef), which the emulator holds
+// (hold_payouts) and whose notifications it loses, both until the test
+// ends: only a lookup by its reference, or the operator, settles it.
+func (e *env) heldPayout(t *testing.T, emu *provider.Emulator, key, payRef, payer, ref, recipient string) txRecord {
+	t.Helper()
+	e.paidThenDirect(t, emu, key, payRef, payer, provider.RouteSwitches{})
+	if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emu.SetProvider("channel_a", provider.ProviderSwitches{}) })
+	var po txRecord
+	e.do(call{method: "POST", path: "/v1/payouts", key: key, idem: ref,
+		body: payoutBody(ref, 1000, "channel_a", recipient)}).want(t, 201, "").data(t, &po)
+	return po
+}
+
+// dispatchDue moves the clock past DispatchAfter and runs the dispatcher
+// once: every payout and refund due is sent, or asked about.
+func (e *env) dispatchDue(t *testing.T) {
+	t.Helper()
+	e.clock.Advance(xaalis.DispatchAfter + time.Second)
+	if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // postGivingUp posts body to path as a client that gives up after
 // timeout, before the answer.
 func (e *env) postGivingUp(t *testing.T, path, key, idem, body string, timeout time.Duration) {
@@ -289,13 +316,6 @@ func TestLivePayments(t *testing.T) {
 			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
 				t.Fatal(err)
 			}
-			dispatch := func() {
-				t.Helper()
-				e.clock.Advance(xaalis.DispatchAfter + time.Second)
-				if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
-					t.Fatal(err)
-				}
-			}
 			refunds := func() (n int) {
 				for _, x := range emu.Refunds() {
 					if x.Reference == rf.Reference {
@@ -307,7 +327,7 @@ func TestLivePayments(t *testing.T) {
 				}
 				return n
 			}
-			dispatch()
+			e.dispatchDue(t)
 			var again txRecord
 			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
 			if again.Status != "initiated" || again.Route == nil || again.Route.Name != "direct" || refunds() != 1 {
@@ -316,7 +336,7 @@ func TestLivePayments(t *testing.T) {
 			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{}); err != nil {
 				t.Fatal(err)
 			}
-			dispatch()
+			e.dispatchDue(t)
 			e.do(call{method: "GET", path: "/v1/refunds/" + rf.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
 			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || refunds() != 1 {
 				t.Fatalf("once direct answers: %+v %+v, %d refunds", again, again.Route, refunds())
@@ -802,13 +822,6 @@ func TestLookupsAfterAStop(t *testing.T) {
 			}
 			return n
 		}
-		dispatch := func(t *testing.T) {
-			t.Helper()
-			e.clock.Advance(xaalis.DispatchAfter + time.Second)
-			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
-				t.Fatal(err)
-			}
-		}
 		refundNow := func(t *testing.T, id string) (rf txRecord) {
 			t.Helper()
 			e.do(call{method: "GET", path: "/v1/refunds/" + id, key: keys.SecretLive}).want(t, 200, "").data(t, &rf)
@@ -824,7 +837,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 			if err := emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true}); err != nil {
 				t.Fatal(err)
 			}
-			dispatch(t)
+			e.dispatchDue(t)
 			// The emulator's routes share their refunds: the aggregator
 			// knows it, and answers it without a second request to refund.
 			again := refundNow(t, rf.ID)
@@ -875,7 +888,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 				e.app.Config.Providers["channel_a"] = spec
 			}()
 			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{Down: true})
-			dispatch(t)
+			e.dispatchDue(t)
 			if again := refundNow(t, rf.ID); again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || sent(rf) != 1 {
 				t.Fatalf("found by the aggregator: %+v %+v, sent %d times", again, again.Route, sent(rf))
 			}
@@ -894,7 +907,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 				e.app.Config.Providers["channel_a"] = spec
 			}()
 			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
-			dispatch(t)
+			e.dispatchDue(t)
 			if again := refundNow(t, rf.ID); again.Status != "success" || sent(rf) != 1 {
 				t.Fatalf("refunds turned off: %+v, sent %d times", again, sent(rf))
 			}
@@ -958,7 +971,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 			}
 			emu.SetRoute("channel_a", "direct", provider.RouteSwitches{})
 			emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
-			dispatch(t)
+			e.dispatchDue(t)
 			again := refundNow(t, rf.ID)
 			if again.Status != "success" || again.Route == nil || again.Route.Name != "direct" || again.Route.Reason != "primary" || sent(rf) != 1 {
 				t.Fatalf("once the routes are back: %+v %+v, %d requests", again, again.Route, sent(rf))
@@ -976,29 +989,15 @@ func TestLookupsAfterAStop(t *testing.T) {
 func TestPayoutLookupsAfterAStop(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e, emu, keys := liveEnv(t, b)
-		dispatch := func(t *testing.T) {
-			t.Helper()
-			e.clock.Advance(xaalis.DispatchAfter + time.Second)
-			if _, err := e.app.DispatchDue(context.Background(), 100); err != nil {
-				t.Fatal(err)
-			}
-		}
 		t.Run("OKPayoutWaitsWhenItsProviderIsGone", func(t *testing.T) {
 			// A pending payout whose provider is taken out of the
 			// configuration: the lookup's refusal (no such provider) is
 			// no outcome, and the payout waits, its money reserved, until
 			// the provider can be asked again.
-			e.paidThenDirect(t, emu, keys.SecretLive, "po-gone-pay", "+221771234586", provider.RouteSwitches{})
-			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
-			var po txRecord
-			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "po-gone-1",
-				body: payoutBody("po-gone-1", 1000, "channel_a", "+221771234587")}).want(t, 201, "").data(t, &po)
+			po := e.heldPayout(t, emu, keys.SecretLive, "po-gone-pay", "+221771234586", "po-gone-1", "+221771234587")
 			spec := e.app.Config.Providers["channel_a"]
 			delete(e.app.Config.Providers, "channel_a")
-			dispatch(t)
+			e.dispatchDue(t)
 			e.app.Config.Providers["channel_a"] = spec
 			var again txRecord
 			e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
@@ -1009,7 +1008,7 @@ func TestPayoutLookupsAfterAStop(t *testing.T) {
 			if _, err := emu.SettlePayout(made.ID, xaalis.ProviderSuccess, ""); err != nil {
 				t.Fatal(err)
 			}
-			dispatch(t)
+			e.dispatchDue(t)
 			e.do(call{method: "GET", path: "/v1/payouts/" + po.ID, key: keys.SecretLive}).want(t, 200, "").data(t, &again)
 			if again.Status != "success" {
 				t.Fatalf("with its provider back: %+v", again)
@@ -1021,14 +1020,7 @@ func TestPayoutLookupsAfterAStop(t *testing.T) {
 			// down: the aggregator answers (the provider's payouts are
 			// shared by its routes), and the payout still names direct,
 			// the route that made it.
-			e.paidThenDirect(t, emu, keys.SecretLive, "po-route-pay", "+221771234581", provider.RouteSwitches{})
-			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
-			var po txRecord
-			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "po-route-1",
-				body: payoutBody("po-route-1", 1000, "channel_a", "+221771234582")}).want(t, 201, "").data(t, &po)
+			po := e.heldPayout(t, emu, keys.SecretLive, "po-route-pay", "+221771234581", "po-route-1", "+221771234582")
 			if po.Status != "pending" || po.Route == nil || po.Route.Name != "direct" || po.Route.Reason != "primary" {
 				t.Fatalf("the payout: %+v %+v", po, po.Route)
 			}
@@ -1075,14 +1067,7 @@ func TestSettleByHand(t *testing.T) {
 			return d["status"]
 		}
 		t.Run("OKPayout", func(t *testing.T) {
-			e.paidThenDirect(t, emu, keys.SecretLive, "sbh-pay", "+221771234591", provider.RouteSwitches{})
-			if err := emu.SetProvider("channel_a", provider.ProviderSwitches{HoldPayouts: true, LoseCallbacks: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetProvider("channel_a", provider.ProviderSwitches{})
-			var po txRecord
-			e.do(call{method: "POST", path: "/v1/payouts", key: keys.SecretLive, idem: "sbh-po-1",
-				body: payoutBody("sbh-po-1", 1000, "channel_a", "+221771234592")}).want(t, 201, "").data(t, &po)
+			po := e.heldPayout(t, emu, keys.SecretLive, "sbh-pay", "+221771234591", "sbh-po-1", "+221771234592")
 			before := e.balance(t, keys.SecretLive)
 			if po.Status != "pending" || before.Reserved <= 0 {
 				t.Fatalf("the payout: %+v, balance %+v", po, before)

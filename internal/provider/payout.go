@@ -233,24 +233,32 @@ func (g *Gateway) livePayout(ctx context.Context, spec xaalis.ProviderSpec, r xa
 }
 
 func (g *Gateway) livePayoutStatus(ctx context.Context, spec xaalis.ProviderSpec, provider, reference string) (xaalis.PayoutResult, error) {
+	return g.lookup(ctx, provider, "payout", spec.Routes, unsupported, reference)
+}
+
+// lookup asks the routes in order about a payout or refund (kind) by its
+// reference (GET {base}/{kind}s?reference=): the first that knows it
+// answers, not_found when every route said it does not (policy notFound).
+// refusal maps the refusals that end the lookup (payout_unsupported).
+func (g *Gateway) lookup(ctx context.Context, provider, kind string, routes []xaalis.RouteSpec, refusal func(string, *businessError) error, reference string) (xaalis.PayoutResult, error) {
 	var out xaalis.PayoutResult
-	pol := policy{notFound: true, refusal: unsupported}
-	route, reason, err := g.tryRoutesWith(ctx, provider, "payout status", spec.Routes, pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
-		var p Payout
-		if err := g.call(ctx, rt, http.MethodGet, "/payouts?reference="+url.QueryEscape(reference), "", false, nil, &p); err != nil {
+	pol := policy{notFound: true, refusal: refusal}
+	found, reason, err := g.tryRoutesWith(ctx, provider, kind+" status", routes, pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
+		var a Payout // a Refund has the same fields
+		if err := g.call(ctx, rt, http.MethodGet, "/"+kind+"s?reference="+url.QueryEscape(reference), "", false, nil, &a); err != nil {
 			return err
 		}
-		st, err := checkAnswer("payout", p.ID, p.Reference, p.Status, reference)
+		st, err := checkAnswer(kind, a.ID, a.Reference, a.Status, reference)
 		if err != nil {
 			return err
 		}
-		out = xaalis.PayoutResult{ProviderRef: p.ID, State: st, Reason: p.Reason}
+		out = xaalis.PayoutResult{ProviderRef: a.ID, State: st, Reason: a.Reason}
 		return nil
 	})
 	if err != nil {
 		return xaalis.PayoutResult{}, err
 	}
-	out.Route, out.RouteReason = route, foundReason(reason)
+	out.Route, out.RouteReason = found, foundReason(reason)
 	return out, nil
 }
 
@@ -308,23 +316,7 @@ func (g *Gateway) liveRefund(ctx context.Context, spec xaalis.ProviderSpec, r xa
 }
 
 func (g *Gateway) liveRefundStatus(ctx context.Context, spec xaalis.ProviderSpec, provider, route, reference string) (xaalis.PayoutResult, error) {
-	var out xaalis.PayoutResult
-	pol := policy{notFound: true}
-	found, reason, err := g.tryRoutesWith(ctx, provider, "refund status", orderFrom(spec.Routes, route), pol, func(ctx context.Context, rt xaalis.RouteSpec) error {
-		var f Refund
-		if err := g.call(ctx, rt, http.MethodGet, "/refunds?reference="+url.QueryEscape(reference), "", false, nil, &f); err != nil {
-			return err
-		}
-		st, err := checkAnswer("refund", f.ID, f.Reference, f.Status, reference)
-		if err != nil {
-			return err
-		}
-		out = xaalis.PayoutResult{ProviderRef: f.ID, State: st, Reason: f.Reason}
-		return nil
-	})
-	if err != nil {
-		return xaalis.PayoutResult{}, err
-	}
-	out.Route, out.RouteReason = found, foundReason(reason)
-	return out, nil
+	// No refusal ends it: refund_unsupported says nothing of a refund
+	// sent before (RefundStatus).
+	return g.lookup(ctx, provider, "refund", orderFrom(spec.Routes, route), nil, reference)
 }
