@@ -89,6 +89,19 @@ func (e *env) paidThenDirect(t *testing.T, emu *provider.Emulator, key, ref, pho
 	return p
 }
 
+// paidThenAllDown is paidThenDirect with both of channel_a's routes down
+// afterwards, until the test ends: what is sent to its provider reaches
+// none.
+func (e *env) paidThenAllDown(t *testing.T, emu *provider.Emulator, key, ref, phone string) txRecord {
+	t.Helper()
+	p := e.paidThenDirect(t, emu, key, ref, phone, provider.RouteSwitches{Down: true})
+	if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{}) })
+	return p
+}
+
 // heldPayout is a pending live payout of 1,000 XOF on channel_a (merchant
 // ref), funded by a payment from payer (payRef), which the emulator holds
 // (hold_payouts) and whose notifications it loses, both until the test
@@ -921,11 +934,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 			// dispatcher meets the later one while the first is still in
 			// its (slow) calls about the earlier one (and two failed
 			// attempts each leave the routes' breakers closed).
-			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-twice-1", "+221771234584", provider.RouteSwitches{Down: true})
-			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			p := e.paidThenAllDown(t, emu, keys.SecretLive, "refund-twice-1", "+221771234584")
 			var rfs []txRecord
 			for i, amount := range []string{"700", "600"} {
 				var rf txRecord
@@ -958,11 +967,7 @@ func TestLookupsAfterAStop(t *testing.T) {
 			// Every route down at its creation: the refund reached no
 			// provider. Asked by its reference once they are back, no route
 			// has it, and it is sent, once.
-			p := e.paidThenDirect(t, emu, keys.SecretLive, "refund-none-1", "+221771234580", provider.RouteSwitches{Down: true})
-			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			p := e.paidThenAllDown(t, emu, keys.SecretLive, "refund-none-1", "+221771234580")
 			var rf txRecord
 			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "refund-none-1",
 				body: `{"transaction_id":"` + p.ID + `","amount":800}`}).want(t, 201, "").data(t, &rf)
@@ -1124,11 +1129,7 @@ func TestSettleByHand(t *testing.T) {
 			e.ledgerOK(t)
 		})
 		t.Run("OKRefundFailed", func(t *testing.T) {
-			p := e.paidThenDirect(t, emu, keys.SecretLive, "sbh-rf", "+221771234593", provider.RouteSwitches{Down: true})
-			if err := emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{Down: true}); err != nil {
-				t.Fatal(err)
-			}
-			defer emu.SetRoute("channel_a", "aggregator", provider.RouteSwitches{})
+			p := e.paidThenAllDown(t, emu, keys.SecretLive, "sbh-rf", "+221771234593")
 			var rf txRecord
 			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "sbh-rf-1",
 				body: `{"transaction_id":"` + p.ID + `","amount":700}`}).want(t, 201, "").data(t, &rf)
