@@ -202,6 +202,7 @@ const ProviderCallBudget = 45 * time.Second
 // client hangs up (cut off, a call that reached the provider left an
 // unknown outcome, settled only later), but bounded by
 // ProviderCallBudget.
+//
 // A context already so bounded (and not since freed of its deadline by
 // context.WithoutCancel) keeps its budget: a lookup by reference
 // and the call that follows it share one (together they stay below the
