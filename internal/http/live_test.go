@@ -1086,12 +1086,17 @@ func TestSettleByHand(t *testing.T) {
 			if st, out := settle("refunds", po.ID, `{"outcome":"success","note":"x"}`); st != 404 {
 				t.Fatalf("a payout named as a refund: %d %v", st, out)
 			}
-			// Its provider was called less than a minute ago, and may still
-			// answer: not yet.
-			if st, out := settle("payouts", po.ID, `{"outcome":"failed","note":"x"}`); st != 422 || !strings.Contains(fmt.Sprint(out), "may still answer") {
+			// Its provider was called less than 50 s ago, and may still
+			// answer: not yet, and held from the dispatchers meanwhile (a
+			// dispatcher run a minute later leaves it), so that the
+			// second try, at the time told, settles.
+			if st, out := settle("payouts", po.ID, `{"outcome":"failed","note":"x"}`); st != 422 || !strings.Contains(fmt.Sprint(out), "settle it again at") {
 				t.Fatalf("settled while a call may be under way: %d %v", st, out)
 			}
-			e.clock.Advance(xaalis.DispatchAfter)
+			e.dispatchDue(t)
+			if got, _ := e.app.Store.Transaction(context.Background(), "", po.ID); got.DispatchedAt == nil || !got.DispatchedAt.After(e.clock.Now()) {
+				t.Fatalf("a dispatcher took the payout the operator holds: %v", got.DispatchedAt)
+			}
 			// Named by its merchant_ref, though a test payment carries it
 			// too: the payout is meant.
 			e.do(call{method: "POST", path: "/v1/payments", key: keys.SecretTest, idem: "sbh-po-1-pay",

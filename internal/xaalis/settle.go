@@ -11,6 +11,17 @@ import (
 // operator settled as failed by hand (SettleByHand).
 const SettledByOperator = "settled_by_operator"
 
+// settleQuiet is how long after a call to its provider began a live
+// payout or refund may be settled by hand: every call ends within
+// ProviderCallBudget, and its answer would come to a closed record and be
+// dropped, perhaps a payment made. settleHold is how long the dispatchers
+// then leave it alone (its DispatchedAt set that far ahead), so that the
+// operator's second try, settleQuiet later, meets no new call.
+const (
+	settleQuiet = ProviderCallBudget + 5*time.Second
+	settleHold  = 5 * time.Minute
+)
+
 // SettleByHand is the operator's last resort for a payout or refund whose
 // outcome no provider will tell (a payout the provider never finalises, a
 // refund whose routes refuse every lookup, a provider gone from the
@@ -22,8 +33,10 @@ const SettledByOperator = "settled_by_operator"
 // payment.partially_refunded or payment.refunded, or refund.failed), its
 // reservation consumed or released, and an audit entry with the note.
 // Settling a record again with the outcome it has answers it unchanged.
-// A live one whose provider was called less than DispatchAfter ago is
-// refused: that call may still answer.
+// A live one whose provider was called less than settleQuiet ago is
+// refused (that call may still answer), and held from the dispatchers for
+// settleHold: asked again once settleQuiet has passed (the refusal says
+// when), it settles.
 // typ is the record's type (TypePayout or TypeRefund): another is not
 // found. It returns not_found, validation_error (the outcome, a note
 // missing or refused by the text rules; on status, a record already
@@ -57,6 +70,7 @@ func (a *App) SettleByHand(ctx context.Context, typ TxType, id string, outcome P
 		want = StatusFailed
 	}
 	var out *Transaction
+	var retryAt time.Time
 	err = a.update(ctx, func(tx Tx) error {
 		// A refund's payment first, as every command that locks both.
 		if t.Type == TypeRefund {
@@ -74,14 +88,25 @@ func (a *App) SettleByHand(ctx context.Context, typ TxType, id string, outcome P
 			return nil
 		case !cur.Status.Open():
 			return &Error{Code: EValidation, Fields: ValidationErrors{"status": {"the " + string(cur.Type) + " is " + string(cur.Status) + " already"}}}
-		case cur.Mode == ModeLive && dispatchedLately(cur, a.now(), false):
+		case cur.Mode == ModeLive && cur.DispatchedAt != nil:
 			// A call to its provider (its creation's, or a dispatcher's)
 			// may be under way: settled now, its answer would come to a
-			// closed record and be dropped, perhaps a payment made. No
-			// call outlives DispatchAfter (ProviderCallBudget is less).
-			return &Error{Code: EValidation, Fields: ValidationErrors{"status": {fmt.Sprintf(
-				"its provider was called about it less than %s ago and may still answer: settle it after %s",
-				DispatchAfter, cur.DispatchedAt.Add(DispatchAfter).UTC().Format(time.RFC3339))}}}
+			// closed record and be dropped, perhaps a payment made.
+			now, at := a.now(), *cur.DispatchedAt
+			if at.After(now) {
+				// Held by an earlier try: quiet since it was placed?
+				if placed := at.Add(-settleHold); now.Before(placed.Add(settleQuiet)) {
+					retryAt = placed.Add(settleQuiet)
+					return nil
+				}
+			} else if now.Sub(at) < settleQuiet {
+				// Held from the dispatchers from now on, so that no new
+				// call begins before the operator's second try.
+				held := now.Add(settleHold)
+				cur.DispatchedAt = &held
+				retryAt = now.Add(settleQuiet)
+				return tx.UpdateTransaction(ctx, cur)
+			}
 		}
 		before := *cur
 		reason := ""
@@ -99,5 +124,13 @@ func (a *App) SettleByHand(ctx context.Context, typ TxType, id string, outcome P
 		out = cur
 		return a.auditNote(ctx, tx, string(cur.Type)+".settle_by_hand", "transaction", cur.ID, &before, cur, note)
 	})
+	if err == nil && !retryAt.IsZero() {
+		// Whole seconds, rounded up: asked again at the time told, it
+		// settles.
+		retryAt = retryAt.Add(time.Second - 1).Truncate(time.Second)
+		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"status": {fmt.Sprintf(
+			"its provider was called about it less than %s ago and may still answer: it is held from its provider until you settle it; settle it again at %s or later",
+			settleQuiet, retryAt.UTC().Format(time.RFC3339))}}}
+	}
 	return out, err
 }
