@@ -1086,12 +1086,17 @@ func TestSettleByHand(t *testing.T) {
 			if st, out := settle("refunds", po.ID, `{"outcome":"success","note":"x"}`); st != 404 {
 				t.Fatalf("a payout named as a refund: %d %v", st, out)
 			}
-			// Its provider was called less than 50 s ago, and may still
+			// Its provider was called less than 75 s ago, and may still
 			// answer: not yet, and held from the dispatchers meanwhile (a
 			// dispatcher run a minute later leaves it), so that the
 			// second try, at the time told, settles.
-			if st, out := settle("payouts", po.ID, `{"outcome":"failed","note":"x"}`); st != 422 || !strings.Contains(fmt.Sprint(out), "settle it again at") {
-				t.Fatalf("settled while a call may be under way: %d %v", st, out)
+			st, first := settle("payouts", po.ID, `{"outcome":"failed","note":"x"}`)
+			if st != 422 || !strings.Contains(fmt.Sprint(first), "settle it again at") {
+				t.Fatalf("settled while a call may be under way: %d %v", st, first)
+			}
+			e.clock.Advance(30 * time.Second)
+			if st, out := settle("payouts", po.ID, `{"outcome":"failed","note":"x"}`); st != 422 || fmt.Sprint(out) != fmt.Sprint(first) {
+				t.Fatalf("asked again before the time told: %d %v (first %v)", st, out, first)
 			}
 			e.dispatchDue(t)
 			if got, _ := e.app.Store.Transaction(context.Background(), "", po.ID); got.DispatchedAt == nil || !got.DispatchedAt.After(e.clock.Now()) {
@@ -1139,7 +1144,8 @@ func TestSettleByHand(t *testing.T) {
 			e.do(call{method: "POST", path: "/v1/refunds", key: keys.SecretLive, idem: "sbh-rf-1",
 				body: `{"transaction_id":"` + p.ID + `","amount":700}`}).want(t, 201, "").data(t, &rf)
 			before := e.balance(t, keys.SecretLive)
-			e.clock.Advance(xaalis.DispatchAfter)
+			// Past any call its creation made (its answer applied): 75 s.
+			e.clock.Advance(xaalis.ProviderCallBudget + 30*time.Second)
 			if st, out := settle("refunds", rf.ID, `{"outcome":"failed","note":"channel_a support: never received"}`); st != 200 || status(out) != "failed" {
 				t.Fatalf("settled: %d %v", st, out)
 			}

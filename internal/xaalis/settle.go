@@ -11,15 +11,18 @@ import (
 // operator settled as failed by hand (SettleByHand).
 const SettledByOperator = "settled_by_operator"
 
-// settleQuiet is how long after a call to its provider began a live
-// payout or refund may be settled by hand: every call ends within
+// settleQuiet is how long after a live payout or refund was marked sent
+// (DispatchedAt) it may be settled by hand: every call ends within
 // ProviderCallBudget, and its answer would come to a closed record and be
-// dropped, perhaps a payment made. settleHold is how long the dispatchers
-// then leave it alone (its DispatchedAt set that far ahead), so that the
-// operator's second try, settleQuiet later, meets no new call.
+// dropped, perhaps a payment made. The slack covers a call that began
+// after its mark (a creation's transaction waiting for the writer) and an
+// answer waiting for the row's lock. settleHold is how long the
+// dispatchers then leave it alone (its DispatchedAt set that far ahead),
+// so that the operator's second try, settleQuiet later, meets no new call;
+// long, since a try just after a hold ends is held again.
 const (
-	settleQuiet = ProviderCallBudget + 5*time.Second
-	settleHold  = 5 * time.Minute
+	settleQuiet = ProviderCallBudget + 30*time.Second
+	settleHold  = 30 * time.Minute
 )
 
 // SettleByHand is the operator's last resort for a payout or refund whose
@@ -33,10 +36,9 @@ const (
 // payment.partially_refunded or payment.refunded, or refund.failed), its
 // reservation consumed or released, and an audit entry with the note.
 // Settling a record again with the outcome it has answers it unchanged.
-// A live one whose provider was called less than settleQuiet ago is
-// refused (that call may still answer), and held from the dispatchers for
-// settleHold: asked again once settleQuiet has passed (the refusal says
-// when), it settles.
+// A live one marked sent less than settleQuiet ago is refused (a call
+// may still answer), and held from the dispatchers for settleHold: asked
+// again once settleQuiet has passed (the refusal says when), it settles.
 // typ is the record's type (TypePayout or TypeRefund): another is not
 // found. It returns not_found, validation_error (the outcome, a note
 // missing or refused by the text rules; on status, a record already
@@ -129,8 +131,8 @@ func (a *App) SettleByHand(ctx context.Context, typ TxType, id string, outcome P
 		// settles.
 		retryAt = retryAt.Add(time.Second - 1).Truncate(time.Second)
 		return nil, &Error{Code: EValidation, Fields: ValidationErrors{"status": {fmt.Sprintf(
-			"its provider was called about it less than %s ago and may still answer: it is held from its provider until you settle it; settle it again at %s or later",
-			settleQuiet, retryAt.UTC().Format(time.RFC3339))}}}
+			"its provider may have been called about it less than %s ago and may still answer: it is now held from its provider for %s; settle it again at %s or later",
+			settleQuiet, settleHold, retryAt.UTC().Format(time.RFC3339))}}}
 	}
 	return out, err
 }
