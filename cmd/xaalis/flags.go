@@ -208,7 +208,7 @@ func withApp(ctx context.Context, db string, getenv func(string) string, fn func
 // openApp is withApp, and withExistingApp when existing is set; with
 // events, it reads XAALIS_PUBLIC_URL (withEventsApp), and a bad one is a
 // bad command line, refused before the database is looked at. The other
-// commands leave it alone: README names the three that read it.
+// commands leave it alone: README names those that read it.
 func openApp(ctx context.Context, db string, existing, events bool, getenv func(string) string, fn func(*xaalis.App) error) error {
 	u := ""
 	if events {
