@@ -59,14 +59,7 @@ func (g *Gateway) Payout(ctx context.Context, r xaalis.PayoutOrder) (xaalis.Payo
 	}
 	switch r.Mode {
 	case xaalis.ModeTest:
-		sim, err := g.sim(r.Provider)
-		if err != nil {
-			return xaalis.PayoutResult{}, err
-		}
-		start := time.Now()
-		res, err := sim.payout(r)
-		g.observeSim(r.Provider, "payout", start, err)
-		return res, err
+		return g.simulate(r.Provider, "payout", func(sim *simulator) (xaalis.PayoutResult, error) { return sim.payout(r) })
 	case xaalis.ModeLive:
 		return g.livePayout(ctx, spec, r)
 	}
@@ -90,14 +83,7 @@ func (g *Gateway) PayoutStatus(ctx context.Context, mode xaalis.Mode, provider, 
 	}
 	switch mode {
 	case xaalis.ModeTest:
-		sim, err := g.sim(provider)
-		if err != nil {
-			return xaalis.PayoutResult{}, err
-		}
-		start := time.Now()
-		res, err := sim.payoutStatus(reference)
-		g.observeSim(provider, "payout_status", start, err)
-		return res, err
+		return g.simulate(provider, "payout_status", func(sim *simulator) (xaalis.PayoutResult, error) { return sim.payoutStatus(reference) })
 	case xaalis.ModeLive:
 		return g.livePayoutStatus(ctx, p, provider, reference)
 	}
@@ -126,14 +112,7 @@ func (g *Gateway) Refund(ctx context.Context, r xaalis.RefundRequest) (xaalis.Pa
 	}
 	switch r.Mode {
 	case xaalis.ModeTest:
-		sim, err := g.sim(r.Provider)
-		if err != nil {
-			return xaalis.PayoutResult{}, err
-		}
-		start := time.Now()
-		res, err := sim.refund(r)
-		g.observeSim(r.Provider, "refund", start, err)
-		return res, err
+		return g.simulate(r.Provider, "refund", func(sim *simulator) (xaalis.PayoutResult, error) { return sim.refund(r) })
 	case xaalis.ModeLive:
 		return g.liveRefund(ctx, p, r)
 	}
@@ -159,18 +138,24 @@ func (g *Gateway) RefundStatus(ctx context.Context, mode xaalis.Mode, provider, 
 	}
 	switch mode {
 	case xaalis.ModeTest:
-		sim, err := g.sim(provider)
-		if err != nil {
-			return xaalis.PayoutResult{}, err
-		}
-		start := time.Now()
-		res, err := sim.refundStatus(reference)
-		g.observeSim(provider, "refund_status", start, err)
-		return res, err
+		return g.simulate(provider, "refund_status", func(sim *simulator) (xaalis.PayoutResult, error) { return sim.refundStatus(reference) })
 	case xaalis.ModeLive:
 		return g.liveRefundStatus(ctx, p, provider, route, reference)
 	}
 	return xaalis.PayoutResult{}, fmt.Errorf("provider: refund status: unknown mode %q", mode)
+}
+
+// simulate runs a payout or refund operation (op, as the Observer names
+// it) on the test-mode simulator of provider, observed as its request.
+func (g *Gateway) simulate(provider, op string, f func(*simulator) (xaalis.PayoutResult, error)) (xaalis.PayoutResult, error) {
+	sim, err := g.sim(provider)
+	if err != nil {
+		return xaalis.PayoutResult{}, err
+	}
+	start := time.Now()
+	res, err := f(sim)
+	g.observeSim(provider, op, start, err)
+	return res, err
 }
 
 // RouteOutcomeUnknown is the route reason of a refund sent to a route
